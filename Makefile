@@ -1,0 +1,48 @@
+# Rillet's two entry points: `make demo` and `make test`. Both set everything up from nothing
+# but Python 3.11, Go, a JDK and Maven (which the machines ship); built tools are cached under
+# ~/.cache/rillet (outside the repository) and reused.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint unit integration stack down crds clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+stack: setup
+	$(BIN)/rillet dev up
+
+down: setup
+	$(BIN)/rillet dev down
+
+demo: stack
+	$(BIN)/rillet dev smoke
+
+lint: setup
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+unit: setup
+	$(BIN)/pytest -m unit
+
+integration: setup
+	$(BIN)/pytest -m integration
+
+test: lint
+	$(BIN)/pytest
+
+crds: setup
+	$(BIN)/rillet crds generate
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,110 @@
+"""The `rillet` command line: the local stack (`rillet dev ...`) and project tooling."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+
+import typer
+from rich.console import Console
+
+from rillet.devstack import stack
+from rillet.devstack.commands import CommandFailedError
+from rillet.devstack.processes import ComponentFailedError
+from rillet.devstack.toolchain import MissingToolError
+
+app = typer.Typer(help="Rillet: Kafka stream processing on Kubernetes.", no_args_is_help=True)
+dev = typer.Typer(help="The local stack: Kubernetes control plane, Kafka, Spark connector.")
+app.add_typer(dev, name="dev")
+
+console = Console(stderr=True)
+
+
+@contextlib.contextmanager
+def _timed_step(name: str) -> Iterator[None]:
+    started = time.monotonic()
+    with console.status(f"{name} ..."):
+        yield
+    console.print(f"[green]✓[/green] {name} [dim]{time.monotonic() - started:.1f}s[/dim]")
+
+
+def _fail(message: str) -> typer.Exit:
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code=1)
+
+
+@dev.command("up")
+def dev_up(
+    brokers: int = typer.Option(1, min=1, max=3, help="Kafka brokers (3 for replication tests)."),
+) -> None:
+    """Provision what is missing, start the stack (or reuse a running one), print its env."""
+    started = time.monotonic()
+    reused = stack.running()
+    try:
+        state = stack.up(brokers=brokers, report=_timed_step)
+    except MissingToolError as error:
+        raise _fail(str(error)) from None
+    except (CommandFailedError, ComponentFailedError) as error:
+        raise _fail(str(error)) from None
+    verb = "reused" if reused and reused == state else "ready"
+    console.print(f"stack {verb} in {time.monotonic() - started:.1f}s")
+    _print_env(state)
+
+
+def _print_env(state: stack.StackState) -> None:
+    for key, value in state.environment().items():
+        typer.echo(f"export {key}={value}")
+
+
+@dev.command("env")
+def dev_env() -> None:
+    """Print the environment of the running stack (for `eval $(rillet dev env)`)."""
+    state = stack.running()
+    if state is None:
+        raise _fail("no stack is running: start one with `rillet dev up`")
+    _print_env(state)
+
+
+@dev.command("status")
+def dev_status() -> None:
+    """Show each process of the stack and whether it runs."""
+    state = stack.load()
+    if state is None:
+        console.print("no stack recorded")
+        raise typer.Exit(code=1)
+    healthy = True
+    for name, pid, alive in stack.describe(state):
+        healthy &= alive
+        mark = "[green]running[/green]" if alive else "[red]stopped[/red]"
+        console.print(f"{name:<26} pid {pid:<8} {mark}")
+    console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
+    raise typer.Exit(code=0 if healthy else 1)
+
+
+@dev.command("smoke")
+def dev_smoke() -> None:
+    """Check the running stack end to end: Kubernetes, Kafka, Spark with the Kafka connector."""
+    from rillet.devstack import smoke
+
+    state = stack.running()
+    if state is None:
+        raise _fail("no stack is running: start one with `rillet dev up`")
+    for name, check in smoke.CHECKS:
+        started = time.monotonic()
+        try:
+            detail = check(state)
+        except Exception as error:
+            raise _fail(f"{name}: {error}") from None
+        console.print(f"[green]✓[/green] {detail} [dim]{time.monotonic() - started:.1f}s[/dim]")
+
+
+@dev.command("down")
+def dev_down() -> None:
+    """Stop every process of the stack."""
+    stopped = stack.down()
+    console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+
+
+if __name__ == "__main__":
+    app()

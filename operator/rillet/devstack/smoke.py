@@ -1,0 +1,93 @@
+"""A quick end-to-end check of a running stack: Kubernetes answers, Kafka round-trips a record,
+Spark reads it back through the Kafka connector."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.devstack import versions
+from rillet.devstack.stack import StackState
+
+Check = Callable[[StackState], str]
+
+
+def check_kubernetes(state: StackState) -> str:
+    """kubectl reaches the apiserver, which reports the pinned version."""
+    out = subprocess.run(
+        ["kubectl", f"--kubeconfig={state.kubeconfig}", "get", "--raw", "/version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    version = json.loads(out)["gitVersion"]
+    if version != f"v{versions.KUBERNETES}":
+        raise RuntimeError(f"apiserver reports {version}, expected v{versions.KUBERNETES}")
+    return f"kube-apiserver {version}"
+
+
+def check_kafka(state: StackState) -> str:
+    """A record produced to a fresh topic is consumed back."""
+    topic = f"rillet.smoke.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": state.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": state.kafka_bootstrap})
+    producer.produce(topic, key=b"k", value=b"hello")
+    producer.flush(10)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": state.kafka_bootstrap,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        message = consumer.poll(30)
+    finally:
+        consumer.close()
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    if message is None or message.error() or message.value() != b"hello":
+        raise RuntimeError(f"record not read back from {topic}")
+    return f"kafka at {state.kafka_bootstrap} ({state.kafka_brokers} broker(s))"
+
+
+def check_spark(state: StackState) -> str:
+    """Spark's Kafka source loads and reads a topic's records."""
+    from rillet.devstack.spark import local_session
+
+    topic = f"rillet.smoke.spark.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": state.kafka_bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
+    producer = Producer({"bootstrap.servers": state.kafka_bootstrap})
+    for i in range(100):
+        producer.produce(topic, value=str(i).encode())
+    producer.flush(10)
+    spark = local_session("rillet-smoke", master="local[1]")
+    try:
+        count = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", state.kafka_bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .count()
+        )
+    finally:
+        spark.stop()
+        admin.delete_topics([topic])
+    if count != 100:
+        raise RuntimeError(f"spark read {count} records of 100")
+    return "spark read 100 of 100 records through the Kafka connector"
+
+
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("kubernetes", check_kubernetes),
+    ("kafka", check_kafka),
+    ("spark", check_spark),
+)

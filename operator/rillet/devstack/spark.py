@@ -1,0 +1,54 @@
+"""Spark with its Kafka connector: the jars pyspark lacks, and a session configured with them.
+
+The jars come from the cache (`spark.jars`), never from `spark.jars.packages`, which resolves
+again in every JVM through Ivy and ignores the Maven setup of the machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rillet.devstack import provisioning
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def connector_jars() -> list[Path]:
+    """The Spark-Kafka connector jars, provisioned into the cache if missing."""
+    directory = provisioning.provision(provisioning.SPARK_KAFKA)
+    return sorted((directory / "libs").glob("*.jar"))
+
+
+def build_local_conf(
+    *, app_name: str, jars: list[Path], extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Spark conf of a small local session: connector jars, few shuffle partitions, no UI."""
+    return {
+        "spark.app.name": app_name,
+        "spark.jars": ",".join(str(jar) for jar in jars),
+        "spark.sql.shuffle.partitions": "4",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        **(extra or {}),
+    }
+
+
+def local_session(
+    app_name: str, *, master: str = "local[2]", conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """A SparkSession that can read and write Kafka."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master)
+    for key, value in build_local_conf(
+        app_name=app_name, jars=connector_jars(), extra=conf
+    ).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

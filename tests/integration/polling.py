@@ -1,0 +1,32 @@
+"""Waiting for a condition in the real stack, with a deadline and a message that says what for."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
+
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T], *, timeout: float = 60, interval: float = 0.2, what: str) -> T:
+    """Call `probe` until it returns a truthy value; return it, or fail naming `what`."""
+    last: list[T] = []
+
+    def attempt() -> T:
+        value = probe()
+        last[:] = [value]
+        return value
+
+    retrying = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(interval),
+        retry=retry_if_result(lambda value: not value),
+        retry_error_callback=lambda _: None,
+    )
+    value = retrying(attempt)
+    if not value:
+        seen = last[0] if last else None
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {seen!r}")
+    return value

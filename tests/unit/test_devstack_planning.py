@@ -1,0 +1,105 @@
+"""Pure pieces of the local stack: configs, flags and provisioning plans.
+
+Test plan:
+- a missing tool is named in one line with how to get it; present tools resolve to paths.
+- only artefacts not yet cached are built, and only their tools are required.
+- the staging-module list is derived from k8s.io/kubernetes' go.mod.
+- version ldflags stamp both version packages with the pinned release.
+- a three-node KRaft config lists every voter and replicates internal topics three times.
+- the kubeconfig carries the server, CA and token.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rillet.devstack import provisioning, toolchain
+from rillet.devstack.controlplane import build_kubeconfig
+from rillet.devstack.kafka import NodePorts, build_server_properties
+
+
+def test_missing_tools_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(toolchain.MissingToolError) as raised:
+        toolchain.require(["mvn", "go"])
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("missing on PATH: go, mvn")
+    assert "install Go" in message
+    assert "install Maven" in message
+
+
+def test_present_tool_resolves_to_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tool = tmp_path / "go"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert toolchain.require(["go"]) == {"go": str(tool)}
+
+
+def test_only_missing_artefacts_need_their_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RILLET_CACHE_DIR", str(tmp_path))
+    cached = provisioning.KAFKA.directory
+    cached.mkdir(parents=True)
+    (cached / provisioning.COMPLETE_MARKER).touch()
+
+    needed = provisioning.missing([provisioning.KAFKA, provisioning.HELM])
+
+    assert needed == [provisioning.HELM]
+    assert provisioning.tools_for(needed) == {"go"}
+
+
+def test_staging_modules_come_from_go_mod() -> None:
+    go_mod = (
+        "module k8s.io/kubernetes\n\nrequire (\n\tk8s.io/api v0.0.0\n"
+        "\tk8s.io/utils v0.0.0-20250604170112-4c0f3b243397\n\tk8s.io/client-go v0.0.0\n)\n"
+    )
+    assert provisioning.staging_modules(go_mod) == ["k8s.io/api", "k8s.io/client-go"]
+
+
+def test_version_ldflags_stamp_both_version_packages() -> None:
+    flags = provisioning.kubernetes_version_ldflags("1.34.4")
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        assert f"-X {package}.gitVersion=v1.34.4" in flags
+        assert f"-X {package}.gitMinor=34" in flags
+
+
+def test_helm_ldflags_set_kubernetes_version_for_offline_rendering() -> None:
+    flags = provisioning.helm_ldflags("3.21.4", "1.34.4")
+    assert "helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=34" in flags
+    assert "helm.sh/helm/v3/internal/version.version=v3.21.4" in flags
+
+
+def test_three_node_quorum_config() -> None:
+    quorum = {n: NodePorts(broker=9000 + n, controller=9100 + n) for n in (1, 2, 3)}
+    text = build_server_properties(node_id=2, ports=quorum[2], quorum=quorum, log_dir=Path("/data"))
+    settings = dict(line.split("=", 1) for line in text.splitlines())
+    assert settings["node.id"] == "2"
+    assert settings["controller.quorum.voters"] == (
+        "1@127.0.0.1:9101,2@127.0.0.1:9102,3@127.0.0.1:9103"
+    )
+    assert settings["listeners"] == "PLAINTEXT://127.0.0.1:9002,CONTROLLER://127.0.0.1:9102"
+    assert settings["offsets.topic.replication.factor"] == "3"
+
+
+def test_single_node_replicates_internal_topics_once() -> None:
+    ports = NodePorts(broker=1, controller=2)
+    text = build_server_properties(node_id=1, ports=ports, quorum={1: ports}, log_dir=Path("/d"))
+    assert "offsets.topic.replication.factor=1\n" in text
+
+
+def test_kubeconfig_carries_server_ca_and_token() -> None:
+    config = yaml.safe_load(
+        build_kubeconfig(server="https://127.0.0.1:6443", ca_pem=b"PEM", token="t0k", user="me")
+    )
+    assert config["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert (
+        base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]) == b"PEM"
+    )
+    assert config["users"] == [{"name": "me", "user": {"token": "t0k"}}]
