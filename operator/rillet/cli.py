@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +19,10 @@ from rillet.devstack.toolchain import MissingToolError
 app = typer.Typer(help="Rillet: Kafka stream processing on Kubernetes.", no_args_is_help=True)
 dev = typer.Typer(help="The local stack: Kubernetes control plane, Kafka, Spark connector.")
 app.add_typer(dev, name="dev")
+operator_app = typer.Typer(help="The Kubernetes operator.")
+app.add_typer(operator_app, name="operator")
+crds_app = typer.Typer(help="The CustomResourceDefinitions, generated from the API models.")
+app.add_typer(crds_app, name="crds")
 
 console = Console(stderr=True)
 
@@ -36,7 +42,9 @@ def _fail(message: str) -> typer.Exit:
 
 @dev.command("up")
 def dev_up(
-    brokers: int = typer.Option(1, min=1, max=3, help="Kafka brokers (3 for replication tests)."),
+    brokers: Annotated[
+        int, typer.Option(min=1, max=3, help="Kafka brokers (3 for replication tests).")
+    ] = 1,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     started = time.monotonic()
@@ -104,6 +112,56 @@ def dev_down() -> None:
     """Stop every process of the stack."""
     stopped = stack.down()
     console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+
+
+@crds_app.command("generate")
+def crds_generate(
+    root: Annotated[Path, typer.Option(help="Repository root to write into.")] = Path("."),
+) -> None:
+    """Regenerate crds/, charts/rillet/crds/ and docs/api.md from the pydantic models."""
+    from rillet.crdgen import generating
+
+    for path in generating.write_repository(root):
+        console.print(f"wrote {path}")
+
+
+@operator_app.command("run")
+def operator_run(
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Watch only namespaces matching these (globs allowed); default: "
+            "RILLET_NAMESPACES, else all.",
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
+) -> None:
+    """Run the operator against the cluster of the current kubeconfig (or in-cluster)."""
+    import asyncio
+    import logging
+
+    import kopf
+
+    from rillet.handlers import registration  # noqa: F401 - registers the handlers
+    from rillet.settings import OperatorSettings
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    settings = OperatorSettings()
+    namespaces = namespace or settings.namespaces
+    health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+    asyncio.run(
+        kopf.operator(
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=health,
+        )
+    )
 
 
 if __name__ == "__main__":

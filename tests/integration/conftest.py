@@ -79,3 +79,31 @@ def kafka_admin(kafka_bootstrap: str) -> AdminClient:
 def topic_name() -> str:
     """A Kafka topic name no other test uses."""
     return f"t.{uuid.uuid4().hex[:12]}"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def crds(kube: Kube) -> None:
+    """Rillet's CRDs, installed from crds/ as a user would."""
+    kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    kube.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(REPO / "crds"))
+
+
+@pytest.fixture(scope="session")
+def operator(
+    stack: devstack.StackState, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[object]:
+    """The operator, watching the namespaces of the `namespace` fixture (t-*), resync 3 s."""
+    from .operating import OperatorProcess
+
+    process = OperatorProcess(
+        kubeconfig=stack.kubeconfig,
+        bootstrap=stack.kafka_bootstrap,
+        namespace_pattern="t-*",
+        log=tmp_path_factory.mktemp("operator") / "operator.log",
+    )
+    process.start()
+    yield process
+    process.stop()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -86,6 +86,7 @@ class KafkaCluster:
     root: Path
     brokers: int = 1
     heap: str = "512m"
+    extra_properties: dict[str, str] = field(default_factory=dict)
 
     @property
     def logs(self) -> Path:
@@ -106,8 +107,20 @@ class KafkaCluster:
             *args,
         ]
 
-    def start(self) -> tuple[list[ProcessRecord], str]:
-        """Format the storage of every node and start it; return records and bootstrap servers."""
+    def _config(self, node: int) -> Path:
+        return self.root / f"node-{node}.properties"
+
+    def _bootstrap(self) -> str:
+        servers = []
+        for node in range(1, self.brokers + 1):
+            listeners = dict(
+                line.split("=", 1) for line in self._config(node).read_text().splitlines()
+            )["listeners"]
+            servers.append(listeners.split(",")[0].removeprefix("PLAINTEXT://"))
+        return ",".join(servers)
+
+    def format(self) -> None:
+        """Write each node's config on free ports and format its storage (once)."""
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
         quorum = {
@@ -115,26 +128,35 @@ class KafkaCluster:
             for node in range(1, self.brokers + 1)
         }
         cluster_id = self._random_cluster_id()
-        records = []
         for node, ports in quorum.items():
-            config = self.root / f"node-{node}.properties"
-            config.write_text(
-                build_server_properties(
-                    node_id=node, ports=ports, quorum=quorum, log_dir=self.root / f"data-{node}"
-                )
+            properties = build_server_properties(
+                node_id=node, ports=ports, quorum=quorum, log_dir=self.root / f"data-{node}"
             )
+            properties += "".join(f"{k}={v}\n" for k, v in self.extra_properties.items())
+            self._config(node).write_text(properties)
             run_logged(
-                self._java("kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", config),
+                self._java(
+                    "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", self._config(node)
+                ),
                 log=self.logs / f"kafka-{node}-format.log",
             )
-            records.append(
-                processes.start(
-                    f"kafka-{node}",
-                    self._java("kafka.Kafka", config, heap=self.heap),
-                    log=self.logs / f"kafka-{node}.log",
-                )
+
+    def start(self) -> tuple[list[ProcessRecord], str]:
+        """Start every node (formatting first if never formatted); wait until all serve.
+
+        A restart keeps the ports and data of the first start, as a restarted broker would.
+        """
+        if not self._config(1).exists():
+            self.format()
+        records = [
+            processes.start(
+                f"kafka-{node}",
+                self._java("kafka.Kafka", self._config(node), heap=self.heap),
+                log=self.logs / f"kafka-{node}.log",
             )
-        bootstrap = ",".join(f"127.0.0.1:{p.broker}" for p in quorum.values())
+            for node in range(1, self.brokers + 1)
+        ]
+        bootstrap = self._bootstrap()
         for record in records:
             processes.wait_ready(
                 record,

@@ -1,0 +1,1 @@
+"""Rillet's Kubernetes API: one subpackage per API version."""

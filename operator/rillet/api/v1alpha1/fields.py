@@ -1,0 +1,128 @@
+"""Field types shared by the kinds: names, durations, quantities, references and formats.
+
+Each type is an `Annotated` alias carrying its constraints, so the constraint appears once and
+both pydantic and the generated CRD schema enforce it. Patterns are written in the subset of
+regular expressions that RE2 (the apiserver) and pydantic's regex engine read the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import Field, StrictInt, StrictStr, WithJsonSchema
+
+from rillet.api.v1alpha1 import objects, rules
+
+# Kafka topic names: 1..249 characters of [a-zA-Z0-9._-], and neither "." nor "..".
+KAFKA_TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]+$"
+KAFKA_TOPIC_NAME_MAX_LENGTH = 249
+
+KafkaTopicName = Annotated[
+    str,
+    Field(min_length=1, max_length=KAFKA_TOPIC_NAME_MAX_LENGTH, pattern=KAFKA_TOPIC_NAME_PATTERN),
+    rules.Rule(
+        rule="self != '.' && self != '..'",
+        message="a Kafka topic name cannot be '.' or '..': pick a name with letters or digits",
+        check=lambda name: name not in {".", ".."},
+    ),
+]
+
+# A Kubernetes object name (DNS-1123 subdomain), as used by references to other objects.
+OBJECT_NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+ObjectName = Annotated[str, Field(min_length=1, max_length=253, pattern=OBJECT_NAME_PATTERN)]
+
+# A SQL identifier usable without quoting: view names of inputs, result names of a pipeline.
+SQL_IDENTIFIER_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+SqlIdentifier = Annotated[str, Field(min_length=1, max_length=128, pattern=SQL_IDENTIFIER_PATTERN)]
+
+# A column name of a result (Spark accepts almost anything, quoted with backticks).
+ColumnName = Annotated[str, Field(min_length=1, max_length=256)]
+
+# A Spark SQL DDL schema string, such as "word STRING, count BIGINT". Spark parses it at start.
+DdlSchema = Annotated[str, Field(min_length=1, max_length=16384)]
+
+# Durations are Go duration strings restricted to whole numbers of ms, s, m and h ("90s",
+# "1h30m"): the form CEL's duration() parses, so rules can compare them on the apiserver.
+DURATION_PATTERN = r"^([0-9]+(ms|s|m|h))+$"
+_DURATION_PART = re.compile(r"([0-9]+)(ms|s|m|h)")
+_DURATION_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+Duration = Annotated[str, Field(min_length=2, max_length=32, pattern=DURATION_PATTERN)]
+
+
+# Go (and so CEL) durations are int64 nanoseconds: about 2562047 hours.
+MAX_DURATION = timedelta(microseconds=(2**63 - 1) // 1000)
+
+
+def parse_duration(text: str) -> timedelta:
+    """The length of a duration string such as "1h30m" (see DURATION_PATTERN)."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"not a duration: {text!r} (write e.g. 30s, 5m, 1h30m)")
+    milliseconds = sum(
+        int(amount) * _DURATION_UNIT_MS[unit] for amount, unit in _DURATION_PART.findall(text)
+    )
+    if milliseconds > MAX_DURATION // timedelta(milliseconds=1):
+        raise ValueError(f"duration {text!r} is too long (at most {MAX_DURATION.days} days)")
+    return timedelta(milliseconds=milliseconds)
+
+
+def cel_durations_parse(*expressions: str) -> str:
+    """CEL: every expression is a well-formed duration string.
+
+    Rules that call duration() are guarded with this, so that a malformed value gets the
+    pattern's error alone, not also a "type conversion error" from the rule.
+    """
+    return " && ".join(f"{e}.matches('{DURATION_PATTERN}')" for e in expressions)
+
+
+def positive_duration(field: str) -> rules.Rule:
+    """A rule on a Duration field: longer than zero."""
+    return rules.Rule(
+        rule=f"!({cel_durations_parse('self')}) || duration(self) > duration('0s')",
+        message=f"{field} must be longer than 0s, e.g. 30s or 5m",
+        check=lambda text: parse_duration(text) > timedelta(),
+    )
+
+
+# Kubernetes quantities, as in Pod resources: an integer, or a string such as "500m" or "2Gi".
+CPU_PATTERN = r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))m?$"
+MEMORY_PATTERN = r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE])?$"
+
+
+def _quantity(pattern: str, example: str) -> WithJsonSchema:
+    """Annotated metadata for an int-or-string quantity with a string `pattern`."""
+    return WithJsonSchema(
+        {
+            "x-kubernetes-int-or-string": True,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": pattern,
+            "description": f"An integer or a Kubernetes quantity string such as {example}.",
+        }
+    )
+
+
+CpuQuantity = Annotated[
+    Annotated[StrictInt, Field(ge=0)] | Annotated[StrictStr, Field(pattern=CPU_PATTERN)],
+    _quantity(CPU_PATTERN, '"500m" or "2"'),
+]
+MemoryQuantity = Annotated[
+    Annotated[StrictInt, Field(ge=0)] | Annotated[StrictStr, Field(pattern=MEMORY_PATTERN)],
+    _quantity(MEMORY_PATTERN, '"512Mi" or "2Gi"'),
+]
+
+DeletionPolicy = Literal["Retain", "Delete"]
+DELETION_POLICY_DESCRIPTION = (
+    "What happens to the Kafka topic when this object is deleted: Retain (the default) keeps the "
+    "topic and its data; Delete deletes the topic."
+)
+
+# How the bytes of a Kafka record key or value are read and written.
+Format = Literal["json", "string", "bytes"]
+
+
+class LocalObjectReference(objects.WireModel):
+    """A reference to another Rillet object in the same namespace."""
+
+    name: ObjectName = Field(description="Name of the referenced object (same namespace).")

@@ -1,0 +1,248 @@
+"""The Table kind: keyed state of an App, kept in a compacted Kafka changelog topic.
+
+An App writes a Table with an upsert output (latest value per key) and reads it back, in the
+same or another App, as a lookup input (stream-table joins). A windowed Table keeps one value per
+key and window; a global Table is read in full by every executor instead of partition by
+partition. Like a Topic, the changelog topic's partitions only grow and its name never changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from rillet.api.v1alpha1 import conditions, fields, objects, rules, topicconfigs, topics
+
+WindowType = Literal["tumbling", "hopping"]
+
+COMPACTING_POLICIES = ("compact", "compact,delete", "delete,compact")
+
+
+def _keeps_compaction(config: Mapping[str, int | str]) -> bool:
+    return config.get("cleanup.policy") != "delete"
+
+
+KEEPS_COMPACTION = rules.Rule(
+    rule="!('cleanup.policy' in self) || type(self['cleanup.policy']) != string || "
+    "self['cleanup.policy'] != 'delete'",
+    message="config cleanup.policy of a Table must keep compaction (compact or compact,delete): "
+    "a Table is a compacted changelog; use compact,delete with retention.ms to expire keys",
+    check=_keeps_compaction,
+)
+WINDOW_IMMUTABLE = rules.Rule(
+    rule="self == oldSelf",
+    message="window cannot change after creation (the changelog is keyed by window): create a "
+    "new Table",
+)
+WINDOW_FIXED_PRESENCE = rules.Rule(
+    rule="has(self.window) == has(oldSelf.window)",
+    message="window cannot be added or removed after creation (the changelog is keyed by "
+    "window): create a new Table",
+    field_path=".window",
+)
+PARTITIONS_KEPT = rules.Rule(
+    rule="!has(oldSelf.partitions) || has(self.partitions)",
+    message="partitions cannot be removed once set (that could shrink the topic): keep the "
+    "field, at a value at least the current one",
+    field_path=".partitions",
+)
+
+
+def _schema_rule(prefix: str) -> rules.Rule:
+    """A rule: `<prefix>Schema` is only for the json `<prefix>Format`."""
+    fmt, schema = f"{prefix}Format", f"{prefix}Schema"
+    return rules.Rule(
+        rule=f"!has(self.{schema}) || self.{fmt} == 'json'",
+        message=f"{schema} applies only when {fmt} is json: remove it, or set {fmt}: json",
+        field_path=f".{schema}",
+        check=lambda spec: (
+            getattr(spec, f"{prefix}_schema") is None or getattr(spec, f"{prefix}_format") == "json"
+        ),
+    )
+
+
+class Window(objects.WireModel):
+    """How the Table's keys are split into time windows (event time of the records)."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
+        rules.Rule(
+            rule="self.type == 'hopping' ? has(self.step) : !has(self.step)",
+            message="window.step is required for hopping windows and not allowed for tumbling "
+            "windows: add it, or change window.type",
+            check=lambda window: (window.type == "hopping") == (window.step is not None),
+        ),
+        rules.Rule(
+            rule="!has(self.step) || !("
+            f"{fields.cel_durations_parse('self.step', 'self.size')}) || "
+            "duration(self.step) <= duration(self.size)",
+            message="window.step must not be longer than window.size (a hopping window starts "
+            "every step and lasts size): shorten step or lengthen size",
+            field_path=".step",
+            check=lambda window: (
+                window.step is None
+                or fields.parse_duration(window.step) <= fields.parse_duration(window.size)
+            ),
+        ),
+        rules.Rule(
+            rule="!has(self.expiry) || !("
+            f"{fields.cel_durations_parse('self.expiry', 'self.size')}) || "
+            "duration(self.expiry) >= duration(self.size)",
+            message="window.expiry must not be shorter than window.size (a window would expire "
+            "before it closes): lengthen expiry",
+            field_path=".expiry",
+            check=lambda window: (
+                window.expiry is None
+                or fields.parse_duration(window.expiry) >= fields.parse_duration(window.size)
+            ),
+        ),
+    )
+
+    type: WindowType = Field(
+        description="tumbling: fixed, non-overlapping windows of size; hopping: windows of size "
+        "starting every step (they overlap when step < size).",
+    )
+    size: Annotated[fields.Duration, fields.positive_duration("window.size")] = Field(
+        description="Length of a window, e.g. 5m or 1h (units ms, s, m, h).",
+    )
+    step: Annotated[fields.Duration, fields.positive_duration("window.step")] | None = Field(
+        default=None,
+        description="Hopping windows only: time between the starts of two windows, at most size.",
+    )
+    expiry: fields.Duration | None = Field(
+        default=None,
+        description="How long a window is kept after it starts, accepting late records and "
+        "answering lookups; at least size. Defaults to the larger of size and 24h.",
+    )
+
+
+class TableSpec(objects.WireModel):
+    """The Table's changelog topic, record formats and windowing."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
+        topics.TOPIC_NAME_FIXED_PRESENCE,
+        PARTITIONS_KEPT,
+        WINDOW_FIXED_PRESENCE,
+        _schema_rule("key"),
+        _schema_rule("value"),
+    )
+
+    topic_name: Annotated[fields.KafkaTopicName, topics.TOPIC_NAME_IMMUTABLE] | None = Field(
+        default=None,
+        description="Name of the changelog topic in Kafka. Defaults to metadata.name. Cannot "
+        "change, and cannot be added or removed, after creation.",
+    )
+    partitions: Annotated[int, Field(ge=1), topics.PARTITIONS_GROW_ONLY] | None = Field(
+        default=None,
+        description="Partitions of the changelog topic. Defaults to the partition count of the "
+        "App that writes the Table (co-partitioning). Can grow, never shrink.",
+    )
+    replication_factor: (
+        Annotated[
+            int, Field(ge=1, le=topics.MAX_REPLICATION_FACTOR), topics.REPLICATION_FACTOR_IMMUTABLE
+        ]
+        | None
+    ) = Field(
+        default=None,
+        description="Copies of each partition of the changelog topic. Defaults to the broker's "
+        "default.replication.factor. Cannot change once set.",
+    )
+    key_format: fields.Format = Field(
+        default="string",
+        description="How record keys are encoded: json, string or bytes.",
+    )
+    key_schema: fields.DdlSchema | None = Field(
+        default=None,
+        description="For keyFormat json: the key's columns as a Spark DDL string, e.g. "
+        '"user STRING, page STRING". Defaults to the writer\'s key columns.',
+    )
+    value_format: fields.Format = Field(
+        default="json",
+        description="How record values are encoded: json, string or bytes.",
+    )
+    value_schema: fields.DdlSchema | None = Field(
+        default=None,
+        description="For valueFormat json: the value's columns as a Spark DDL string, e.g. "
+        '"word STRING, count BIGINT". Defaults to the writer\'s value columns.',
+    )
+    window: Annotated[Window, WINDOW_IMMUTABLE] | None = Field(
+        default=None,
+        description="Window the keys by event time. Absent: one value per key. Cannot change, "
+        "be added or be removed after creation.",
+    )
+    global_: bool = Field(
+        default=False,
+        alias="global",
+        description="Read the whole Table on every executor (small lookup tables joined with "
+        "any stream), instead of co-partitioned reads.",
+    )
+    config: Annotated[topicconfigs.TopicConfig, KEEPS_COMPACTION] | None = Field(
+        default=None,
+        description=f"{topicconfigs.CONFIG_DESCRIPTION} Rillet sets cleanup.policy to compact "
+        "(compact,delete for windowed Tables); it may not be plain delete.",
+    )
+    deletion_policy: fields.DeletionPolicy = Field(
+        default="Retain",
+        description=fields.DELETION_POLICY_DESCRIPTION,
+    )
+
+
+class TableStatus(conditions.Status):
+    """The changelog topic as last observed in Kafka."""
+
+    topic_name: str | None = Field(default=None, description="Name of the changelog topic.")
+    topic_id: str | None = Field(default=None, description="Kafka's id of the topic (a UUID).")
+    partitions: int | None = Field(default=None, description="Current number of partitions.")
+    replication_factor: int | None = Field(default=None, description="Current replication factor.")
+    config: dict[str, str] | None = Field(
+        default=None,
+        description="The topic configs Kafka reports as set on the topic (not broker defaults).",
+    )
+    windowed: bool | None = Field(default=None, description="Whether the Table is windowed.")
+    writers: list[str] | None = Field(
+        default=None,
+        description="Names of the Apps that write this Table (normally one).",
+    )
+
+
+class Table(objects.Resource):
+    """Keyed, optionally windowed state in a compacted Kafka changelog topic."""
+
+    kind_info: ClassVar[objects.KindInfo] = objects.KindInfo(
+        kind="Table",
+        plural="tables",
+        singular="table",
+        short_names=("rtbl",),
+        printer_columns=(
+            objects.PrinterColumn(
+                name="Topic",
+                type="string",
+                json_path=".status.topicName",
+                description="Name of the changelog topic in Kafka.",
+            ),
+            objects.PrinterColumn(
+                name="Partitions",
+                type="integer",
+                json_path=".status.partitions",
+                description="Current number of partitions.",
+            ),
+            objects.PrinterColumn(
+                name="Window",
+                type="string",
+                json_path=".spec.window.type",
+                description="Window type, if windowed.",
+            ),
+            objects.READY_COLUMN,
+            objects.AGE_COLUMN,
+        ),
+    )
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (topics.DEFAULT_NAME_FITS,)
+
+    kind: Literal["Table"] = Field(default="Table", description="The kind: Table.")
+    spec: TableSpec = Field(
+        default_factory=TableSpec,
+        description="The desired Table.",
+        json_schema_extra={"default": {}},
+    )
+    status: TableStatus | None = Field(default=None, description="The observed Table.")

@@ -1,0 +1,61 @@
+"""Deleting a Kafka topic when its object goes, only when asked, and never wedging anything.
+
+The finalizer exists only on objects whose deletionPolicy is Delete (and that are managed): a
+Retain object has nothing to clean up, so it can always go, with or without the operator. When
+Kafka refuses the deletion, or stays unreachable through a few retries, the topic is kept, an
+Event says so, and the finalizer is released: a namespace never hangs in Terminating.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from rillet.handlers import reconciling
+from rillet.kafka.admin import KafkaUnavailableError
+from rillet.kafka.syncing import TopicSyncer
+
+UNAVAILABLE_RETRIES = 3
+
+
+def wants_topic_deleted(spec: kopf.Spec, annotations: Mapping[str, str], **_: Any) -> bool:
+    return spec.get("deletionPolicy") == "Delete" and reconciling.is_managed(annotations)
+
+
+async def delete_topic(
+    body: kopf.Body, subject: reconciling.Subject, *, syncer: TopicSyncer, retry: int
+) -> None:
+    """Delete the subject's topic unless another object claims it; never block the deletion."""
+    if subject.rivals:
+        kopf.info(
+            body,
+            reason="TopicKept",
+            message=f"Kafka topic {subject.kafka_name} is kept: {subject.rivals[0].reference} also "
+            f"claims it",
+        )
+        return
+    try:
+        failure = await syncer.delete(subject.kafka_name)
+    except KafkaUnavailableError as error:
+        if retry < UNAVAILABLE_RETRIES:
+            raise kopf.TemporaryError(
+                f"Kafka unreachable: {error}", delay=5 * (retry + 1)
+            ) from error
+        kopf.warn(
+            body,
+            reason="TopicNotDeleted",
+            message=f"Kafka topic {subject.kafka_name} was not deleted: Kafka stayed unreachable "
+            f"({error}). Delete it by hand if it should go.",
+        )
+        return
+    if failure is not None:
+        kopf.warn(
+            body,
+            reason="TopicNotDeleted",
+            message=f"Kafka refused to delete topic {subject.kafka_name} ({failure.message}); "
+            f"the object is deleted and the topic kept",
+        )
+        return
+    kopf.info(body, reason="TopicDeleted", message=f"deleted Kafka topic {subject.kafka_name}")

@@ -1,0 +1,131 @@
+"""In-memory indexes over every Topic, Table and App the operator watches (kopf indexes).
+
+They answer, without an API call: who else claims this Kafka topic (conflicts, across
+namespaces), which Apps write a Table, and how many partitions a Topic declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import kopf
+
+from rillet.api.v1alpha1 import objects
+from rillet.reconcile import claims, naming
+from rillet.settings import OperatorSettings
+
+SETTINGS = OperatorSettings()
+
+
+def kafka_name(kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+    """The Kafka topic name of a Topic or Table object."""
+    return naming.kafka_topic_name(
+        object_name=name,
+        namespace=namespace,
+        spec_topic_name=spec.get("topicName"),
+        prefix_namespace=SETTINGS.prefix_namespace,
+    )
+
+
+def claim_of(
+    kind: str, name: str, namespace: str, meta: Mapping[str, Any], status: Mapping[str, Any]
+) -> claims.Claim:
+    """An object's claim on its Kafka topic; the incumbent is the one Ready with it."""
+    conditions = status.get("conditions") or []
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    created = str(meta["creationTimestamp"]).replace("Z", "+00:00")
+    return claims.Claim(
+        created=datetime.fromisoformat(created),
+        challenger=not (ready and status.get("topicName")),
+        uid=str(meta["uid"]),
+        kind=kind,
+        namespace=namespace,
+        name=name,
+    )
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "topics")
+def topic_claims(
+    *,
+    name: str,
+    namespace: str | None,
+    spec: kopf.Spec,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    **_: Any,
+) -> dict[str, claims.Claim]:
+    claim = claim_of("Topic", name, str(namespace), meta, status)
+    return {kafka_name("Topic", name, str(namespace), spec): claim}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "tables")
+def table_claims(
+    *,
+    name: str,
+    namespace: str | None,
+    spec: kopf.Spec,
+    meta: kopf.Meta,
+    status: kopf.Status,
+    **_: Any,
+) -> dict[str, claims.Claim]:
+    claim = claim_of("Table", name, str(namespace), meta, status)
+    return {kafka_name("Table", name, str(namespace), spec): claim}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "topics")
+def topic_partitions(
+    *, name: str, namespace: str | None, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str], int]:
+    return {(str(namespace), name): int(spec.get("partitions", 0))}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "apps")
+def table_writers(
+    *, name: str, namespace: str | None, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
+    """(namespace, table) -> (app, names of the Topic objects it reads), per written Table."""
+    inputs = tuple(str(i["topicRef"]["name"]) for i in spec.get("inputs", []) if i.get("topicRef"))
+    return {
+        (str(namespace), str(output["tableRef"]["name"])): (name, inputs)
+        for output in spec.get("outputs", [])
+        if output.get("tableRef")
+    }
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "topics")
+def topic_objects(
+    *, name: str, namespace: str | None, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], Any]:
+    """The latest body of every Topic: what the periodic resync reconciles."""
+    return {(str(namespace), name): body}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "tables")
+def table_objects(
+    *, name: str, namespace: str | None, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], Any]:
+    """The latest body of every Table: what the periodic resync reconciles."""
+    return {(str(namespace), name): body}
+
+
+@dataclass(frozen=True)
+class Views:
+    """The indexes a reconcile reads, as kopf passes them (live: they follow every event)."""
+
+    topic_claims: kopf.Index[str, claims.Claim]
+    table_claims: kopf.Index[str, claims.Claim]
+    table_writers: kopf.Index[tuple[str, str], tuple[str, tuple[str, ...]]]
+    topic_partitions: kopf.Index[tuple[str, str], int]
+
+    @classmethod
+    def of(cls, kwargs: dict[str, Any]) -> Views:
+        """Pick the views out of a handler's keyword arguments."""
+        return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
+
+    def rivals(self, kafka_name: str, uid: str) -> tuple[claims.Claim, ...]:
+        """Other objects, of any kind and namespace, that claim the same Kafka topic."""
+        found = [*self.topic_claims.get(kafka_name, []), *self.table_claims.get(kafka_name, [])]
+        return tuple(claim for claim in found if claim.uid != uid)

@@ -1,0 +1,76 @@
+"""Operator start-up and shutdown: kopf settings, the topic syncer loop, the metrics endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+import kopf
+import prometheus_client
+
+from rillet.handlers import indexes, resyncing
+from rillet.k8s.writing import ObjectWriter
+from rillet.kafka.admin import TopicAdmin
+from rillet.kafka.syncing import TopicSyncer
+from rillet.settings import KafkaSettings, OperatorSettings
+
+FINALIZER = "rillet.io/finalizer"
+
+
+@kopf.on.startup()
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
+    operator = OperatorSettings()
+    kafka = KafkaSettings()
+    settings.persistence.finalizer = FINALIZER
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="rillet.io")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix="rillet.io", key="last-handled-configuration"
+    )
+    # Rillet posts its own Events, one per change or new problem; kopf's per-log-line Events
+    # would repeat on every resync.
+    settings.posting.loggers = False
+    settings.watching.server_timeout = 300
+    settings.batching.error_delays = [1, 2, 5, 10, 30]
+
+    syncer = TopicSyncer(
+        TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds),
+        max_batch=operator.batch_max_items,
+        linger=operator.batch_linger_seconds,
+        queue_size=operator.queue_size,
+    )
+    memo.operator = operator
+    memo.syncer = syncer
+    memo.tasks = [
+        asyncio.create_task(syncer.run(), name="rillet-topic-syncer"),
+        asyncio.create_task(
+            resyncing.resync_forever(
+                interval=operator.resync_seconds,
+                views=indexes.Views.of(kwargs),
+                objects={
+                    plural: (kwargs[index_name], build)
+                    for plural, (index_name, build) in resyncing.KINDS.items()
+                },
+                syncer=syncer,
+                writer=ObjectWriter(),
+            ),
+            name="rillet-resync",
+        ),
+    ]
+    if operator.metrics_port:
+        prometheus_client.start_http_server(operator.metrics_port, addr="0.0.0.0")
+    logging.getLogger(__name__).info(
+        "Rillet operator started: Kafka %s, namespaces %s, resync every %ss",
+        kafka.bootstrap,
+        ",".join(operator.namespaces) or "all",
+        operator.resync_seconds,
+    )
+
+
+@kopf.on.cleanup()
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    for task in memo.get("tasks", []):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,192 @@
+"""The one reconcile flow Topics and Tables share: decide, sync the topic, derive a report.
+
+A reconcile yields a `Report`: the status patch (empty when nothing changed) and the Events to
+post (only for changes and new problems, never once per resync). kopf handlers apply it through
+kopf's patch and event poster; the periodic resync through `rillet.k8s.writing`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import kopf
+
+from rillet import metrics
+from rillet.kafka.syncing import TopicSyncer
+from rillet.reconcile import claims, naming, statuses
+from rillet.reconcile.statuses import Verdict
+from rillet.reconcile.topics import DesiredTopic, SyncOutcome
+
+PAUSED = "rillet.io/paused"
+MANAGED = "rillet.io/managed"
+MAX_RETRY_DELAY = 60.0
+
+
+def is_paused(annotations: Mapping[str, str]) -> bool:
+    return annotations.get(PAUSED, "").lower() == "true"
+
+
+def is_managed(annotations: Mapping[str, str]) -> bool:
+    return annotations.get(MANAGED, "").lower() != "false"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One Topic or Table, what it asks of Kafka, and who else claims its topic."""
+
+    kind: str
+    body: Mapping[str, Any]
+    kafka_name: str
+    claim: claims.Claim
+    rivals: tuple[claims.Claim, ...] = ()
+    desired: DesiredTopic | None = None
+    waiting: str | None = None  # why the desired topic is not known yet
+    warning: str | None = None  # worth an Event, not a failure
+    extra_status: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata(self) -> Mapping[str, Any]:
+        return self.body["metadata"]  # type: ignore[no-any-return]
+
+    @property
+    def generation(self) -> int | None:
+        generation = self.metadata.get("generation")
+        return int(generation) if generation is not None else None
+
+    @property
+    def previous_status(self) -> dict[str, Any]:
+        return dict(self.body.get("status") or {})
+
+
+@dataclass(frozen=True)
+class Note:
+    """An Event to post about the object."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a reconcile concluded and what to write about it."""
+
+    verdict: Verdict
+    status_patch: dict[str, Any]
+    notes: tuple[Note, ...]
+
+
+def gate(subject: Subject) -> Verdict | None:
+    """A verdict reached without asking Kafka (paused, unmanaged, conflict, bad name), or None."""
+    annotations = subject.metadata.get("annotations") or {}
+    if is_paused(annotations):
+        return Verdict(
+            "paused",
+            "ReconciliationPaused",
+            f"reconciliation is paused by the annotation {PAUSED}=true: remove it to resume",
+        )
+    if not is_managed(annotations):
+        return Verdict(
+            "unmanaged",
+            "Unmanaged",
+            f"{MANAGED}=false: Rillet neither changes nor deletes Kafka topic "
+            f"{subject.kafka_name}; remove the annotation to manage it again",
+        )
+    winner = claims.owner([subject.claim, *subject.rivals])
+    if winner is not None and winner.uid != subject.claim.uid:
+        return Verdict(
+            "stalled", "TopicConflict", claims.conflict_message(subject.kafka_name, winner)
+        )
+    problem = naming.name_problem(subject.kafka_name)
+    if problem:
+        return Verdict("stalled", "InvalidTopicName", problem)
+    if subject.waiting is not None:
+        return Verdict("progressing", "WaitingForPartitions", subject.waiting)
+    return None
+
+
+async def reconcile(subject: Subject, syncer: TopicSyncer) -> Report:
+    """Reconcile one object end to end (Kafka included) and report."""
+    started = time.monotonic()
+    outcome = SyncOutcome()
+    verdict = gate(subject)
+    if verdict is None:
+        assert subject.desired is not None
+        outcome = await syncer.sync(subject.desired)
+        verdict = statuses.topic_verdict(outcome, kafka_name=subject.kafka_name)
+    status_patch = derive_status_patch(subject, verdict, outcome)
+    notes = derive_notes(subject, verdict, outcome)
+    if subject.warning and status_patch:
+        notes += (Note("Warning", "NotCoPartitioned", subject.warning),)
+    metrics.RECONCILES.labels(subject.kind, verdict.reason).inc()
+    metrics.RECONCILE_SECONDS.labels(subject.kind).observe(time.monotonic() - started)
+    if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
+        metrics.RECONCILE_ERRORS.labels(subject.kind, verdict.reason).inc()
+    return Report(verdict, status_patch, notes)
+
+
+def derive_status_patch(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> dict[str, Any]:
+    """The merge patch from the current status to the derived one (empty: nothing to write)."""
+    previous = subject.previous_status
+    status = statuses.topic_status(
+        verdict,
+        kafka_name=subject.kafka_name,
+        observed=outcome.observed,
+        generation=subject.generation,
+        previous=previous,
+        now=datetime.now(UTC),
+    )
+    if outcome.observed is None and verdict.state in ("paused", "unmanaged", "progressing"):
+        # Not looked at Kafka this time: keep what was last seen there.
+        for key in ("topicId", "partitions", "replicationFactor", "config"):
+            if key in previous:
+                status[key] = previous[key]
+    status |= {key: value for key, value in subject.extra_status.items() if value is not None}
+    return statuses.merge_patch(previous, status)
+
+
+def derive_notes(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> tuple[Note, ...]:
+    """Events for what changed in Kafka, and for a verdict that differs from the last one."""
+    previous = subject.previous_status
+    conditions = previous.get("conditions") or []
+    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    # Changes made while the spec stood still and the topic was Ready undo drift made in Kafka.
+    drifted = ready.get("status") == "True" and previous.get("observedGeneration") == (
+        subject.generation
+    )
+    notes = [
+        Note(
+            "Warning",
+            "DriftCorrected",
+            f"Kafka topic {subject.kafka_name} had drifted from the spec: {change}",
+        )
+        if drifted
+        else Note("Normal", _change_reason(change), change)
+        for change in outcome.applied
+    ]
+    if ready.get("reason") != verdict.reason or ready.get("message") != verdict.message:
+        if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
+            notes.append(Note("Warning", verdict.reason, verdict.message))
+        elif ready.get("reason") != verdict.reason:
+            notes.append(Note("Normal", verdict.reason, verdict.message))
+    return tuple(notes)
+
+
+def _change_reason(change: str) -> str:
+    verb = change.split(" ", 1)[0]
+    return {"created": "TopicCreated", "grew": "PartitionsAdded"}.get(verb, "ConfigChanged")
+
+
+def apply_in_handler(report: Report, body: kopf.Body, patch: kopf.Patch, *, retry: int) -> None:
+    """Hand a report to kopf: status into the handler's patch, Events to kopf's poster."""
+    for key, value in report.status_patch.items():
+        patch.status[key] = value
+    for note in report.notes:
+        kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+    if report.verdict.reason == "KafkaUnavailable":
+        # kopf retries with this backoff; the status written above says what is going on.
+        raise kopf.TemporaryError(report.verdict.message, delay=min(2.0**retry, MAX_RETRY_DELAY))

@@ -1,0 +1,7 @@
+"""Importing this module registers every Rillet handler with kopf's default registry."""
+
+from __future__ import annotations
+
+from rillet.handlers import indexes, lifecycle, tables, topics
+
+__all__ = ["indexes", "lifecycle", "tables", "topics"]

@@ -1,0 +1,74 @@
+"""The periodic resync: every Topic and Table re-checked against Kafka, in batches.
+
+One operator-wide loop rather than a kopf timer per object: kopf puts a finalizer on every
+object that has a timer, and a Retain object must have none (nothing to clean up, so nothing may
+block its deletion, or its namespace's, when the operator is down). The loop reads the latest
+bodies from kopf's indexes and queues every object at once, so the syncer batches them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import kopf
+
+from rillet.handlers import indexes, reconciling, tables, topics
+from rillet.k8s.writing import ObjectWriter
+from rillet.kafka.syncing import TopicSyncer
+
+log = logging.getLogger(__name__)
+
+SubjectBuilder = Callable[[Mapping[str, Any], indexes.Views], reconciling.Subject]
+
+
+async def resync_forever(
+    *,
+    interval: float,
+    views: indexes.Views,
+    objects: Mapping[str, tuple[kopf.Index[Any, Any], SubjectBuilder]],
+    syncer: TopicSyncer,
+    writer: ObjectWriter,
+) -> None:
+    """Every `interval` seconds, reconcile every known object; runs until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        jobs = [
+            resync_one(plural, body, build, views, syncer, writer)
+            for plural, (index, build) in objects.items()
+            for store in list(index.values())
+            for body in list(store)
+            if not body["metadata"].get("deletionTimestamp")
+        ]
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        for failure in (r for r in results if isinstance(r, BaseException)):
+            log.warning("resync of an object failed: %s", failure)
+
+
+async def resync_one(
+    plural: str,
+    body: Mapping[str, Any],
+    build: SubjectBuilder,
+    views: indexes.Views,
+    syncer: TopicSyncer,
+    writer: ObjectWriter,
+) -> None:
+    subject = build(body, views)
+    report = await reconciling.reconcile(subject, syncer)
+    metadata = body["metadata"]
+    if report.status_patch:
+        await writer.patch_status(
+            plural, metadata["namespace"], metadata["name"], report.status_patch
+        )
+    for note in report.notes:
+        await writer.post_event(
+            dict(body), type_=note.type, reason=note.reason, message=note.message
+        )
+
+
+KINDS: dict[str, tuple[str, SubjectBuilder]] = {
+    topics.PLURAL: ("topic_objects", topics.subject_for),
+    tables.PLURAL: ("table_objects", tables.subject_for),
+}

@@ -1,0 +1,84 @@
+"""Table handlers: the changelog topic of a Table, reconciled like a Topic's.
+
+Its partitions default to the input partitions of the App that writes it, found through the
+Apps index; until one is known (and spec.partitions is unset) the Table waits, and says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from rillet.api.v1alpha1 import objects, tables
+from rillet.handlers import deleting, indexes, reconciling
+from rillet.reconcile import tables as table_planning
+from rillet.reconcile.topics import DesiredTopic
+
+KIND = "Table"
+PLURAL = "tables"
+RESOURCE = (objects.GROUP, objects.VERSION, PLURAL)
+
+
+def _writers(namespace: str, name: str, views: indexes.Views) -> list[table_planning.Writer]:
+    writers = []
+    for app, input_topics in views.table_writers.get((namespace, name), []):
+        counts = tuple(
+            count
+            for topic in input_topics
+            for count in views.topic_partitions.get((namespace, topic), [])
+            if count
+        )
+        writers.append(table_planning.Writer(app=app, input_partitions=counts))
+    return writers
+
+
+def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Subject:
+    """Everything a Table's reconcile needs, from its body and the indexes."""
+    metadata = body["metadata"]
+    name, namespace = str(metadata["name"]), str(metadata["namespace"])
+    spec = tables.TableSpec.model_validate(dict(body.get("spec") or {}), strict=False)
+    kafka_name = indexes.kafka_name(KIND, name, namespace, body.get("spec") or {})
+    claim = indexes.claim_of(KIND, name, namespace, metadata, body.get("status") or {})
+    writers = _writers(namespace, name, views)
+    choice = table_planning.choose_partitions(spec, writers)
+    desired = None
+    if choice.partitions is not None:
+        desired = DesiredTopic(
+            name=kafka_name,
+            partitions=choice.partitions,
+            replication_factor=spec.replication_factor,
+            config=table_planning.changelog_config(spec),
+        )
+    return reconciling.Subject(
+        kind=KIND,
+        body=body,
+        kafka_name=kafka_name,
+        claim=claim,
+        rivals=views.rivals(kafka_name, claim.uid),
+        desired=desired,
+        waiting=choice.waiting_for,
+        warning=choice.warning,
+        extra_status={
+            "windowed": spec.window is not None,
+            "writers": sorted(w.app for w in writers) or None,
+        },
+    )
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+async def reconcile_table(
+    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **kwargs: Any
+) -> None:
+    subject = subject_for(body, indexes.Views.of(kwargs))
+    report = await reconciling.reconcile(subject, memo.syncer)
+    reconciling.apply_in_handler(report, body, patch, retry=retry)
+
+
+@kopf.on.delete(*RESOURCE, when=deleting.wants_topic_deleted)
+async def delete_table(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+    subject = subject_for(body, indexes.Views.of(kwargs))
+    await deleting.delete_topic(body, subject, syncer=memo.syncer, retry=retry)

@@ -1,0 +1,55 @@
+"""Topic handlers: every event reconciles the object as a whole (the resync covers drift)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from rillet.api.v1alpha1 import objects
+from rillet.handlers import deleting, indexes, reconciling
+from rillet.reconcile import topicconfigs
+from rillet.reconcile.topics import DesiredTopic
+
+KIND = "Topic"
+PLURAL = "topics"
+RESOURCE = (objects.GROUP, objects.VERSION, PLURAL)
+
+
+def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Subject:
+    """Everything a Topic's reconcile needs, from its body and the indexes."""
+    metadata, spec = body["metadata"], body["spec"]
+    name, namespace = str(metadata["name"]), str(metadata["namespace"])
+    kafka_name = indexes.kafka_name(KIND, name, namespace, spec)
+    claim = indexes.claim_of(KIND, name, namespace, metadata, body.get("status") or {})
+    return reconciling.Subject(
+        kind=KIND,
+        body=body,
+        kafka_name=kafka_name,
+        claim=claim,
+        rivals=views.rivals(kafka_name, claim.uid),
+        desired=DesiredTopic(
+            name=kafka_name,
+            partitions=int(spec["partitions"]),
+            replication_factor=spec.get("replicationFactor"),
+            config=topicconfigs.canonical_config(dict(spec.get("config") or {})),
+        ),
+    )
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+async def reconcile_topic(
+    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **kwargs: Any
+) -> None:
+    subject = subject_for(body, indexes.Views.of(kwargs))
+    report = await reconciling.reconcile(subject, memo.syncer)
+    reconciling.apply_in_handler(report, body, patch, retry=retry)
+
+
+@kopf.on.delete(*RESOURCE, when=deleting.wants_topic_deleted)
+async def delete_topic(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+    subject = subject_for(body, indexes.Views.of(kwargs))
+    await deleting.delete_topic(body, subject, syncer=memo.syncer, retry=retry)

@@ -1,0 +1,71 @@
+"""Writing status and Events for objects outside a kopf handler (the periodic resync).
+
+Uses the official client in a worker thread; credentials come from the kubeconfig or the
+in-cluster ServiceAccount, exactly as kopf's own login does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client, config
+
+from rillet.api.v1alpha1 import objects
+
+COMPONENT = "rillet-operator"
+
+
+class ObjectWriter:
+    """Patches the status subresource of Rillet objects and posts core/v1 Events about them."""
+
+    def __init__(self) -> None:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        self._custom = client.CustomObjectsApi()
+        self._core = client.CoreV1Api()
+
+    async def patch_status(
+        self, plural: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> None:
+        await asyncio.to_thread(
+            self._custom.patch_namespaced_custom_object_status,
+            objects.GROUP,
+            objects.VERSION,
+            namespace,
+            plural,
+            name,
+            {"status": patch},
+        )
+
+    async def post_event(
+        self, body: dict[str, Any], *, type_: str, reason: str, message: str
+    ) -> None:
+        metadata = body["metadata"]
+        now = datetime.now(UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                name=f"{metadata['name']}.{uuid.uuid4().hex[:16]}", namespace=metadata["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=body["apiVersion"],
+                kind=body["kind"],
+                name=metadata["name"],
+                namespace=metadata["namespace"],
+                uid=metadata["uid"],
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=COMPONENT),
+            reporting_component=COMPONENT,
+            reporting_instance=COMPONENT,
+        )
+        await asyncio.to_thread(self._core.create_namespaced_event, metadata["namespace"], event)

@@ -1,0 +1,144 @@
+"""Bringing topics in line with their declarations, many at a time.
+
+Reconciles of single objects queue here; one loop takes what is queued (up to a batch size, or
+what arrives within a short linger) and handles the batch with one describe, one create, one
+create-partitions and one alter-configs call, then one more describe of the topics it changed.
+A full queue makes callers wait (backpressure) instead of failing or exiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rillet import metrics
+from rillet.kafka.admin import KafkaFailure, KafkaUnavailableError, TopicAdmin
+from rillet.reconcile import topics
+from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Request:
+    desired: DesiredTopic
+    outcome: asyncio.Future[SyncOutcome] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+
+
+def _refused(action: str, name: str, failure: KafkaFailure) -> Problem:
+    return Problem(failure.reason, f"Kafka refused to {action} topic {name}: {failure.message}")
+
+
+class TopicSyncer:
+    """Queues topic reconciles and runs them in batches."""
+
+    def __init__(
+        self, admin: TopicAdmin, *, max_batch: int = 500, linger: float = 0.05, queue_size: int
+    ) -> None:
+        self._admin = admin
+        self._max_batch = max_batch
+        self._linger = linger
+        self._queue: asyncio.Queue[_Request] = asyncio.Queue(maxsize=queue_size)
+
+    @property
+    def admin(self) -> TopicAdmin:
+        return self._admin
+
+    async def sync(self, desired: DesiredTopic) -> SyncOutcome:
+        """Bring one topic in line (in the next batch) and report what happened."""
+        request = _Request(desired)
+        await self._queue.put(request)
+        metrics.QUEUE_DEPTH.set(self._queue.qsize())
+        return await request.outcome
+
+    async def run(self) -> None:
+        """Serve batches until cancelled."""
+        while True:
+            batch = await self._next_batch()
+            metrics.QUEUE_DEPTH.set(self._queue.qsize())
+            try:
+                outcomes = await self._handle(batch)
+            except Exception as error:
+                log.exception("topic batch failed")
+                outcomes = {
+                    r.desired.name: SyncOutcome(problems=(Problem("InternalError", str(error)),))
+                    for r in batch
+                }
+            for request in batch:
+                if not request.outcome.done():
+                    request.outcome.set_result(outcomes[request.desired.name])
+
+    async def _next_batch(self) -> list[_Request]:
+        batch = [await self._queue.get()]
+        deadline = asyncio.get_running_loop().time() + self._linger
+        while len(batch) < self._max_batch:
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0 and self._queue.empty():
+                break
+            try:
+                batch.append(await asyncio.wait_for(self._queue.get(), max(remaining, 0)))
+            except TimeoutError:
+                break
+        return batch
+
+    async def _handle(self, batch: Sequence[_Request]) -> dict[str, SyncOutcome]:
+        # Several requests for one topic in a batch: the newest declaration wins.
+        desired = {r.desired.name: r.desired for r in batch}
+        with metrics.BATCH_SECONDS.time():
+            try:
+                return await self._reconcile(desired)
+            except KafkaUnavailableError as error:
+                message = f"Kafka at the configured bootstrap servers is unreachable: {error}"
+                return {name: SyncOutcome(unavailable=message) for name in desired}
+
+    async def _reconcile(self, desired: dict[str, DesiredTopic]) -> dict[str, SyncOutcome]:
+        observed = await self._admin.describe(desired)
+        plans: dict[str, topics.TopicPlan] = {}
+        problems: dict[str, list[Problem]] = {name: [] for name in desired}
+        for name, found in observed.items():
+            if isinstance(found, KafkaFailure):
+                problems[name].append(_refused("describe", name, found))
+                continue
+            plans[name] = topics.plan(desired[name], found)
+            problems[name] += plans[name].problems
+
+        creates = [desired[n] for n, p in plans.items() if p.create]
+        grows = {n: p.grow_to for n, p in plans.items() if p.grow_to is not None}
+        alters = {n: p.config for n, p in plans.items() if p.config}
+        failures: dict[str, list[tuple[str, KafkaFailure]]] = {}
+        for action, results in (
+            ("create", await self._admin.create(creates)),
+            ("add partitions to", await self._admin.grow(grows)),
+            ("change the config of", await self._admin.alter_configs(alters)),
+        ):
+            for name, failure in results.items():
+                if failure is not None:
+                    failures.setdefault(name, []).append((action, failure))
+
+        changed = [n for n, p in plans.items() if p.changes]
+        after = await self._admin.describe(changed) if changed else {}
+        outcomes = {}
+        for name in desired:
+            refused = [_refused(action, name, f) for action, f in failures.get(name, [])]
+            final = after.get(name, observed.get(name))
+            plan = plans.get(name)
+            applied = tuple(topics.describe_changes(plan, desired[name])) if plan else ()
+            if refused:
+                applied = ()
+            outcomes[name] = SyncOutcome(
+                observed=final if isinstance(final, ObservedTopic) else None,
+                applied=applied,
+                problems=tuple(problems[name] + refused),
+            )
+        return outcomes
+
+    async def delete(self, name: str) -> KafkaFailure | None:
+        """Delete one topic now (deletions are rare: no batching)."""
+        with contextlib.suppress(KeyError):
+            return (await self._admin.delete([name]))[name]
+        return None

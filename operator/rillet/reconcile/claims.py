@@ -1,0 +1,42 @@
+"""Who owns a Kafka topic when several objects claim it: the oldest one.
+
+Objects in any namespace may name the same Kafka topic. The oldest keeps it; the others are told
+who owns it and are never allowed to change or delete it. Creation times have one-second
+resolution, so among objects of the same second the one already managing the topic (the
+incumbent) wins, then the uid breaks the tie for a stable answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, order=True)
+class Claim:
+    """One object's claim on a Kafka topic name."""
+
+    created: datetime
+    challenger: bool  # False when the object already manages the topic (sorts first)
+    uid: str
+    kind: str
+    namespace: str
+    name: str
+
+    @property
+    def reference(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+def owner(claims: Iterable[Claim]) -> Claim | None:
+    """The claim that wins."""
+    return min(claims, default=None)
+
+
+def conflict_message(kafka_name: str, winner: Claim) -> str:
+    """What the losing object's status says."""
+    return (
+        f"Kafka topic {kafka_name} is already managed by {winner.reference}, created earlier: "
+        f"set spec.topicName to another name, or delete this object (the topic is kept)"
+    )

@@ -1,0 +1,149 @@
+"""Deriving an object's status from the outcome of a reconcile.
+
+Three condition types, as kstatus readers (Flux, Argo CD with Rillet's health check, `kubectl
+wait`) read them: Ready, Reconciling (working on it), Stalled (needs the user). A condition's
+lastTransitionTime moves only when its status changes, so an unchanged outcome derives an
+identical status and no write is needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from rillet.api.v1alpha1 import conditions
+from rillet.reconcile.topics import ObservedTopic, SyncOutcome
+
+State = Literal["ready", "progressing", "stalled", "paused", "unmanaged"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Where the object stands, in one CamelCase reason and a message that says what to do."""
+
+    state: State
+    reason: str
+    message: str
+
+
+# (Ready, Reconciling, Stalled) per state; None: keep Ready as it was.
+_STATUSES: dict[State, tuple[str | None, str, str]] = {
+    "ready": ("True", "False", "False"),
+    "unmanaged": ("True", "False", "False"),
+    "progressing": ("False", "True", "False"),
+    "stalled": ("False", "False", "True"),
+    "paused": (None, "False", "False"),
+}
+
+
+def derive_conditions(
+    verdict: Verdict,
+    *,
+    generation: int | None,
+    previous: Sequence[Mapping[str, Any]] | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The three conditions for `verdict`, keeping transition times of unchanged statuses."""
+    before = {c["type"]: c for c in previous or ()}
+    ready, reconciling, stalled = _STATUSES[verdict.state]
+    if ready is None:
+        ready = str(before.get(conditions.READY, {}).get("status", "Unknown"))
+    derived = []
+    for condition_type, status in (
+        (conditions.READY, ready),
+        (conditions.RECONCILING, reconciling),
+        (conditions.STALLED, stalled),
+    ):
+        old = before.get(condition_type)
+        changed = old is None or old.get("status") != status
+        condition: dict[str, Any] = {
+            "type": condition_type,
+            "status": status,
+            "reason": verdict.reason,
+            "message": verdict.message,
+            "lastTransitionTime": (
+                _timestamp(now) if old is None or changed else old["lastTransitionTime"]
+            ),
+        }
+        if generation is not None:
+            condition["observedGeneration"] = generation
+        derived.append(condition)
+    return derived
+
+
+def _timestamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def topic_status(
+    verdict: Verdict,
+    *,
+    kafka_name: str,
+    observed: ObservedTopic | None,
+    generation: int | None,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The status of a Topic (or the topic part of a Table's), in wire form."""
+    status: dict[str, Any] = {
+        "observedGeneration": generation,
+        "conditions": derive_conditions(
+            verdict,
+            generation=generation,
+            previous=(previous or {}).get("conditions"),
+            now=now,
+        ),
+        "topicName": kafka_name,
+    }
+    if observed is not None:
+        status |= {
+            "topicId": observed.topic_id,
+            "partitions": observed.partitions,
+            "replicationFactor": observed.replication_factor,
+            "config": dict(sorted(observed.overrides.items())),
+        }
+    return {key: value for key, value in status.items() if value is not None}
+
+
+def topic_verdict(outcome: SyncOutcome, *, kafka_name: str) -> Verdict:
+    """Where a topic stands after a sync."""
+    if outcome.unavailable is not None:
+        return Verdict(
+            "progressing",
+            "KafkaUnavailable",
+            f"{outcome.unavailable}; retrying. Check the bootstrap servers in the operator's "
+            "settings and that the brokers run.",
+        )
+    if outcome.problems:
+        return Verdict(
+            "stalled",
+            outcome.problems[0].reason,
+            " ".join(problem.message for problem in outcome.problems),
+        )
+    if outcome.observed is None:
+        return Verdict("progressing", "TopicPending", f"Kafka topic {kafka_name} not seen yet")
+    observed = outcome.observed
+    return Verdict(
+        "ready",
+        "TopicReady",
+        f"Kafka topic {kafka_name} has {observed.partitions} partitions, replication factor "
+        f"{observed.replication_factor}, and the declared config",
+    )
+
+
+def merge_patch(previous: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns `previous` into `desired`; empty if equal."""
+    patch: dict[str, Any] = {}
+    for key, value in desired.items():
+        old = previous.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = merge_patch(old, value)
+            if nested:
+                patch[key] = nested
+        elif old != value:
+            patch[key] = value
+    for key in previous.keys() - desired.keys():
+        patch[key] = None
+    return patch

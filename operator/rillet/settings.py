@@ -1,0 +1,77 @@
+"""Operator settings, from environment variables prefixed RILLET_ (pydantic-settings).
+
+Kafka credentials are read from a Kubernetes Secret mounted as environment (the Helm chart wires
+it) and held as SecretStr: they never appear in logs, status, Events or ConfigMaps.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+class KafkaSettings(BaseSettings):
+    """How the operator reaches Kafka."""
+
+    model_config = SettingsConfigDict(env_prefix="RILLET_KAFKA_")
+
+    bootstrap: str = Field(
+        default="127.0.0.1:9092", description="Bootstrap servers, host:port[,host:port...]."
+    )
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    request_timeout_seconds: float = Field(default=15.0, gt=0)
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings for an admin client (the only place the password is revealed)."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": self.security_protocol,
+            "socket.connection.setup.timeout.ms": 5000,
+            "reconnect.backoff.max.ms": 5000,
+        }
+        if self.sasl_mechanism:
+            config["sasl.mechanism"] = self.sasl_mechanism
+            config["sasl.username"] = self.sasl_username or ""
+            config["sasl.password"] = (
+                self.sasl_password.get_secret_value() if self.sasl_password else ""
+            )
+        return config
+
+
+class OperatorSettings(BaseSettings):
+    """What the operator watches and how often it re-checks Kafka."""
+
+    model_config = SettingsConfigDict(env_prefix="RILLET_")
+
+    namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Namespaces to watch (comma-separated); empty: all namespaces.",
+    )
+    resync_seconds: float = Field(
+        default=30.0, gt=0, description="How often every topic is re-checked against Kafka."
+    )
+    prefix_namespace: bool = Field(
+        default=False,
+        description="Name Kafka topics <namespace>.<name>, for Kafka clusters shared by teams.",
+    )
+    batch_max_items: int = Field(default=500, ge=1, description="Topics per batch of admin calls.")
+    batch_linger_seconds: float = Field(
+        default=0.05, ge=0, description="How long a batch waits to fill before it runs."
+    )
+    queue_size: int = Field(
+        default=10_000, ge=1, description="Pending topic reconciles before new ones wait."
+    )
+    metrics_port: int = Field(default=8080, ge=0, description="Prometheus port (0: off).")
+    health_port: int = Field(default=8081, ge=0, description="Liveness probe port (0: off).")
+
+    @field_validator("namespaces", mode="before")
+    @classmethod
+    def _split_namespaces(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value

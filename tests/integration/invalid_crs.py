@@ -1,0 +1,546 @@
+"""Table data: invalid Rillet objects, and what the apiserver says when it refuses them.
+
+Each case is a manifest the apiserver must reject, with a substring of its error message that
+names the field; the manifest is sent both with `kubectl create` (what a first `kubectl apply`
+does) and with `kubectl apply --server-side`. A case with `before` is an update: `before` is
+applied first (it is valid) and `manifest` is then applied over it with server-side apply; these
+exercise the transition rules (oldSelf).
+
+The same table drives two tests: tests/integration/test_crds.py sends every case to the real
+apiserver; tests/unit/test_api_validation.py checks that the pydantic models refuse every create
+case too, and accept both sides of every update case (only the change is invalid).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+API_VERSION = "rillet.io/v1alpha1"
+IMAGE = "rillet/spark-runtime:0.1.0"
+DROP = object()  # in an override: remove this key
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One invalid object (or invalid change) and the expected error."""
+
+    id: str
+    manifest: dict[str, Any]
+    expect: str
+    before: dict[str, Any] | None = None
+    # Where server-side apply words it differently (it builds a typed patch before validating).
+    expect_ssa: str | None = None
+
+
+def merged(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` with `override` merged in, recursively for mappings; DROP removes a key."""
+    result = copy.deepcopy(dict(base))
+    for key, value in override.items():
+        if value is DROP:
+            result.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(result.get(key), Mapping):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def topic(spec: Mapping[str, Any] | None = None, name: str = "orders") -> dict[str, Any]:
+    """A valid Topic, with `spec` merged into its spec."""
+    base = {
+        "apiVersion": API_VERSION,
+        "kind": "Topic",
+        "metadata": {"name": name},
+        "spec": {"partitions": 3},
+    }
+    return merged(base, {"spec": spec or {}})
+
+
+def table(spec: Mapping[str, Any] | None = None, name: str = "counts") -> dict[str, Any]:
+    """A valid Table, with `spec` merged into its spec."""
+    base = {
+        "apiVersion": API_VERSION,
+        "kind": "Table",
+        "metadata": {"name": name},
+        "spec": {"valueSchema": "word STRING, count BIGINT"},
+    }
+    return merged(base, {"spec": spec or {}})
+
+
+WINDOW = {"type": "hopping", "size": "10m", "step": "5m", "expiry": "1h"}
+
+
+def app(spec: Mapping[str, Any] | None = None, name: str = "wordcount") -> dict[str, Any]:
+    """A valid App, with `spec` merged into its spec (lists are replaced, not merged)."""
+    base = {
+        "apiVersion": API_VERSION,
+        "kind": "App",
+        "metadata": {"name": name},
+        "spec": {
+            "image": IMAGE,
+            "inputs": [{"name": "lines", "topicRef": {"name": "lines"}, "format": "string"}],
+            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM lines GROUP BY value"},
+            "outputs": [{"tableRef": {"name": "counts"}, "keyColumns": ["word"]}],
+        },
+    }
+    return merged(base, {"spec": spec or {}})
+
+
+def app_input(**fields: Any) -> dict[str, Any]:
+    """One input: a json Topic input with a schema, with `fields` merged in."""
+    base = {"name": "clicks", "topicRef": {"name": "clicks"}, "schema": "page STRING"}
+    return merged(base, fields)
+
+
+def app_output(**fields: Any) -> dict[str, Any]:
+    """One output: a Topic output, with `fields` merged in."""
+    return merged({"topicRef": {"name": "out"}}, fields)
+
+
+CASES: tuple[Case, ...] = (
+    # --- Topic: types, ranges, required fields
+    Case("topic-partitions-string", topic({"partitions": "three"}), "spec.partitions"),
+    Case(
+        "topic-partitions-zero",
+        topic({"partitions": 0}),
+        "spec.partitions in body should be greater than or equal to 1",
+    ),
+    Case(
+        "topic-partitions-negative",
+        topic({"partitions": -4}),
+        "spec.partitions in body should be greater than or equal to 1",
+    ),
+    Case(
+        "topic-partitions-missing", topic({"partitions": DROP}), "spec.partitions: Required value"
+    ),
+    Case("topic-spec-missing", merged(topic(), {"spec": DROP}), "spec: Required value"),
+    Case(
+        "topic-replication-factor-zero",
+        topic({"replicationFactor": 0}),
+        "spec.replicationFactor in body should be greater than or equal to 1",
+    ),
+    Case(
+        "topic-replication-factor-huge",
+        topic({"replicationFactor": 40000}),
+        "spec.replicationFactor in body should be less than or equal to 32767",
+    ),
+    Case(
+        "topic-deletion-policy-enum",
+        topic({"deletionPolicy": "Orphan"}),
+        'spec.deletionPolicy: Unsupported value: "Orphan"',
+    ),
+    # --- Topic: Kafka topic names
+    Case("topic-name-dot", topic({"topicName": "."}), "cannot be '.' or '..'"),
+    Case("topic-name-dot-dot", topic({"topicName": ".."}), "cannot be '.' or '..'"),
+    Case("topic-name-space", topic({"topicName": "a b"}), "spec.topicName in body should match"),
+    Case("topic-name-unicode", topic({"topicName": "ü"}), "spec.topicName in body should match"),
+    Case("topic-name-empty", topic({"topicName": ""}), "spec.topicName"),
+    Case("topic-name-too-long", topic({"topicName": "t" * 250}), "spec.topicName: Too long"),
+    Case(
+        "topic-default-name-too-long",
+        merged(topic(), {"metadata": {"name": ".".join(["n" * 62] * 4)[:250]}}),
+        "too long for a Kafka topic name: set spec.topicName",
+    ),
+    # --- Topic: unknown fields
+    Case("topic-unknown-spec-field", topic({"partition": 3}), "spec.partition"),
+    Case("topic-unknown-top-level-field", merged(topic(), {"specification": {}}), "specification"),
+    # --- Topic: config
+    Case(
+        "topic-config-unknown-key",
+        topic({"config": {"log.retention.ms": 1000}}),
+        "config key log.retention.ms is not a Kafka topic config",
+    ),
+    Case(
+        "topic-config-two-unknown-keys",
+        topic({"config": {"retention.ms": 1, "retention.hours": 1, "segment.size": 1}}),
+        "is not a Kafka topic config",
+    ),
+    Case(
+        "topic-config-bool-value",
+        topic({"config": {"preallocate": True}}),
+        "spec.config.preallocate",
+    ),
+    Case(
+        "topic-config-float-value",
+        topic({"config": {"min.cleanable.dirty.ratio": 0.5}}),
+        "spec.config.min.cleanable.dirty.ratio",
+    ),
+    Case(
+        "topic-config-object-value",
+        topic({"config": {"retention.ms": {"days": 7}}}),
+        "spec.config.retention.ms",
+    ),
+    Case(
+        "topic-config-int-for-boolean",
+        topic({"config": {"preallocate": 1}}),
+        'config preallocate needs the string "true" or "false"',
+    ),
+    Case(
+        "topic-config-words-for-integer",
+        topic({"config": {"retention.ms": "7 days"}}),
+        "config retention.ms needs a whole number",
+    ),
+    Case(
+        "topic-config-bad-choice",
+        topic({"config": {"cleanup.policy": "remove"}}),
+        "config cleanup.policy must be one of",
+    ),
+    Case(
+        "topic-config-bad-compression",
+        topic({"config": {"compression.type": "brotli"}}),
+        "config compression.type must be one of",
+    ),
+    # --- Topic: updates
+    Case(
+        "topic-partitions-decreased",
+        topic({"partitions": 2}),
+        "partitions cannot decrease",
+        before=topic({"partitions": 3}),
+    ),
+    Case(
+        "topic-name-changed",
+        topic({"topicName": "orders.v2"}),
+        "topicName cannot change once set",
+        before=topic({"topicName": "orders.v1"}),
+    ),
+    Case(
+        "topic-name-added",
+        topic({"topicName": "orders.v2"}),
+        "topicName cannot be added or removed",
+        before=topic(),
+    ),
+    Case(
+        "topic-name-removed",
+        topic(),
+        "topicName cannot be added or removed",
+        before=topic({"topicName": "orders.v1"}),
+    ),
+    Case(
+        "topic-replication-factor-changed",
+        topic({"replicationFactor": 3}),
+        "replicationFactor cannot change once set",
+        before=topic({"replicationFactor": 1}),
+    ),
+    # --- Table
+    Case(
+        "table-partitions-zero",
+        table({"partitions": 0}),
+        "spec.partitions in body should be greater than or equal to 1",
+    ),
+    Case(
+        "table-key-format-enum",
+        table({"keyFormat": "avro"}),
+        'spec.keyFormat: Unsupported value: "avro"',
+    ),
+    Case(
+        "table-value-schema-without-json",
+        table({"valueFormat": "string"}),
+        "valueSchema applies only when valueFormat is json",
+    ),
+    Case("table-global-string", table({"global": "yes"}), "spec.global"),
+    Case(
+        "table-cleanup-policy-delete",
+        table({"config": {"cleanup.policy": "delete"}}),
+        "cleanup.policy of a Table must keep compaction",
+    ),
+    Case(
+        "table-window-type-enum",
+        table({"window": {"type": "sliding", "size": "5m"}}),
+        'spec.window.type: Unsupported value: "sliding"',
+    ),
+    Case(
+        "table-window-size-missing",
+        table({"window": {"type": "tumbling"}}),
+        "spec.window.size: Required value",
+    ),
+    Case(
+        "table-window-size-words",
+        table({"window": {"type": "tumbling", "size": "5 minutes"}}),
+        "spec.window.size in body should match",
+    ),
+    Case(
+        "table-window-size-days",
+        table({"window": {"type": "tumbling", "size": "1d"}}),
+        "spec.window.size in body should match",
+    ),
+    Case(
+        "table-window-size-zero",
+        table({"window": {"type": "tumbling", "size": "0s"}}),
+        "window.size must be longer than 0s",
+    ),
+    Case(
+        "table-window-tumbling-with-step",
+        table({"window": {"type": "tumbling", "size": "5m", "step": "1m"}}),
+        "window.step is required for hopping windows and not allowed for tumbling windows",
+    ),
+    Case(
+        "table-window-hopping-without-step",
+        table({"window": {"type": "hopping", "size": "5m"}}),
+        "window.step is required for hopping windows",
+    ),
+    Case(
+        "table-window-step-longer-than-size",
+        table({"window": {"type": "hopping", "size": "5m", "step": "10m"}}),
+        "window.step must not be longer than window.size",
+    ),
+    Case(
+        "table-window-step-longer-mixed-units",
+        table({"window": {"type": "hopping", "size": "1h", "step": "1h30m"}}),
+        "window.step must not be longer than window.size",
+    ),
+    Case(
+        "table-window-expiry-shorter-than-size",
+        table({"window": {"type": "tumbling", "size": "1h", "expiry": "59m"}}),
+        "window.expiry must not be shorter than window.size",
+    ),
+    Case(
+        "table-window-unknown-field",
+        table({"window": {"type": "tumbling", "size": "1h", "grace": "5m"}}),
+        "spec.window.grace",
+    ),
+    Case(
+        "table-partitions-decreased",
+        table({"partitions": 4}),
+        "partitions cannot decrease",
+        before=table({"partitions": 6}),
+    ),
+    Case(
+        "table-partitions-removed",
+        table(),
+        "partitions cannot be removed once set",
+        before=table({"partitions": 6}),
+    ),
+    Case(
+        "table-window-changed",
+        table({"window": merged(WINDOW, {"size": "20m"})}),
+        "window cannot change after creation",
+        before=table({"window": WINDOW}),
+    ),
+    Case(
+        "table-window-added",
+        table({"window": WINDOW}),
+        "window cannot be added or removed",
+        before=table(),
+    ),
+    Case(
+        "table-topic-name-changed",
+        table({"topicName": "counts-v2"}),
+        "topicName cannot change once set",
+        before=table({"topicName": "counts-v1"}),
+    ),
+    # --- App: required fields and types
+    Case("app-image-missing", app({"image": DROP}), "spec.image: Required value"),
+    Case("app-image-empty", app({"image": ""}), "spec.image"),
+    Case("app-inputs-empty", app({"inputs": []}), "spec.inputs"),
+    Case("app-outputs-missing", app({"outputs": DROP}), "spec.outputs: Required value"),
+    Case("app-suspend-string", app({"suspend": "yes"}), "spec.suspend"),
+    Case("app-unknown-spec-field", app({"replicas": 3}), "spec.replicas"),
+    Case(
+        "app-unknown-nested-field", app({"scaling": {"maxExecutor": 3}}), "spec.scaling.maxExecutor"
+    ),
+    Case("app-name-too-long", app(name="a" * 48), "metadata.name of an App names its pods"),
+    Case("app-name-with-dot", app(name="word.count"), "metadata.name of an App names its pods"),
+    Case(
+        "app-name-starts-with-digit",
+        app(name="1wordcount"),
+        "metadata.name of an App names its pods",
+    ),
+    # --- App: inputs
+    Case(
+        "app-input-two-refs",
+        app({"inputs": [app_input(tableRef={"name": "counts"})]}),
+        "an input needs exactly one of topicRef, tableRef or external",
+    ),
+    Case(
+        "app-input-no-ref",
+        app({"inputs": [app_input(topicRef=DROP)]}),
+        "an input needs exactly one of topicRef, tableRef or external",
+    ),
+    Case(
+        "app-input-json-without-schema",
+        app({"inputs": [app_input(schema=DROP)]}),
+        "schema is required for json topic inputs",
+    ),
+    Case(
+        "app-input-schema-for-string",
+        app({"inputs": [app_input(format="string")]}),
+        "schema applies only to json inputs",
+    ),
+    Case(
+        "app-input-name-not-identifier",
+        app({"inputs": [app_input(name="click-stream")]}),
+        "spec.inputs[0].name in body should match",
+    ),
+    Case(
+        "app-input-names-repeated",
+        app({"inputs": [app_input(), app_input(topicRef={"name": "other"})]}),
+        "spec.inputs[1]: Duplicate value",
+        expect_ssa='.spec.inputs: duplicate entries for key [name="clicks"]',
+    ),
+    Case(
+        "app-input-starting-offsets-enum",
+        app({"inputs": [app_input(startingOffsets="beginning")]}),
+        'spec.inputs[0].startingOffsets: Unsupported value: "beginning"',
+    ),
+    Case(
+        "app-input-external-bad-topic",
+        app({"inputs": [app_input(topicRef=DROP, external={"topicName": "a b"})]}),
+        "spec.inputs[0].external.topicName in body should match",
+    ),
+    # --- App: pipeline
+    Case(
+        "app-pipeline-both",
+        app({"pipeline": {"python": {"entrypoint": "wordcount.pipeline:build"}}}),
+        "pipeline needs exactly one of sql or python",
+    ),
+    Case(
+        "app-pipeline-neither",
+        app({"pipeline": {"sql": DROP}}),
+        "pipeline needs exactly one of sql or python",
+    ),
+    Case(
+        "app-python-entrypoint-file",
+        app({"pipeline": {"sql": DROP, "python": {"entrypoint": "pipeline.py"}}}),
+        "spec.pipeline.python.entrypoint in body should match",
+    ),
+    Case(
+        "app-python-entrypoint-no-function",
+        app({"pipeline": {"sql": DROP, "python": {"entrypoint": "wordcount.pipeline"}}}),
+        "spec.pipeline.python.entrypoint in body should match",
+    ),
+    # --- App: outputs
+    Case(
+        "app-output-two-refs",
+        app({"outputs": [app_output(tableRef={"name": "counts"}, keyColumns=["word"])]}),
+        "an output needs exactly one of topicRef or tableRef",
+    ),
+    Case(
+        "app-output-table-without-keys",
+        app({"outputs": [{"tableRef": {"name": "counts"}}]}),
+        "keyColumns is required for tableRef outputs",
+    ),
+    Case(
+        "app-output-table-append",
+        app(
+            {
+                "outputs": [
+                    {"tableRef": {"name": "counts"}, "keyColumns": ["word"], "mode": "append"}
+                ]
+            }
+        ),
+        "mode of a tableRef output must be upsert",
+    ),
+    Case(
+        "app-output-upsert-without-keys",
+        app({"outputs": [app_output(mode="upsert")]}),
+        "keyColumns is required for tableRef outputs and upsert mode",
+    ),
+    Case(
+        "app-output-mode-enum",
+        app({"outputs": [app_output(mode="merge")]}),
+        'spec.outputs[0].mode: Unsupported value: "merge"',
+    ),
+    Case(
+        "app-output-from-not-identifier",
+        app({"outputs": [app_output(**{"from": "a b"})]}),
+        "spec.outputs[0].from in body should match",
+    ),
+    # --- App: scaling and resources
+    Case(
+        "app-min-executors-above-max",
+        app({"scaling": {"minExecutors": 5, "maxExecutors": 2}}),
+        "scaling.minExecutors must not exceed scaling.maxExecutors",
+    ),
+    Case(
+        "app-min-executors-above-default-max",
+        app({"scaling": {"minExecutors": 9}}),
+        "scaling.minExecutors must not exceed scaling.maxExecutors",
+    ),
+    Case(
+        "app-max-executors-zero",
+        app({"scaling": {"maxExecutors": 0}}),
+        "spec.scaling.maxExecutors in body should be greater than or equal to 1",
+    ),
+    Case(
+        "app-min-executors-negative",
+        app({"scaling": {"minExecutors": -1}}),
+        "spec.scaling.minExecutors in body should be greater than or equal to 0",
+    ),
+    Case(
+        "app-lag-target-zero",
+        app({"scaling": {"lagTarget": 0}}),
+        "spec.scaling.lagTarget in body should be greater than or equal to 1",
+    ),
+    Case(
+        "app-executor-memory-bytes-unit",
+        app({"executor": {"memory": "2GB"}}),
+        "spec.executor.memory in body should match",
+    ),
+    Case(
+        "app-driver-memory-milli",
+        app({"driver": {"memory": "512m"}}),
+        "spec.driver.memory in body should match",
+    ),
+    Case(
+        "app-driver-cpu-words",
+        app({"driver": {"cpu": "two"}}),
+        "spec.driver.cpu in body should match",
+    ),
+    Case("app-executor-cpu-float", app({"executor": {"cpu": 1.5}}), "spec.executor.cpu"),
+    # --- App: trigger, sparkConf, dead letters
+    Case(
+        "app-trigger-two-kinds",
+        app({"trigger": {"processingTime": "10s", "availableNow": True}}),
+        "trigger needs exactly one of processingTime, availableNow or realTime",
+    ),
+    Case(
+        "app-trigger-empty",
+        app({"trigger": {}}),
+        "trigger needs exactly one of processingTime, availableNow or realTime",
+    ),
+    Case(
+        "app-trigger-words",
+        app({"trigger": {"processingTime": "10 seconds"}}),
+        "spec.trigger.processingTime in body should match",
+    ),
+    Case(
+        "app-trigger-available-now-false",
+        app({"trigger": {"availableNow": False}}),
+        "trigger.availableNow can only be true",
+    ),
+    Case(
+        "app-spark-conf-master",
+        app({"sparkConf": {"spark.master": "local[*]"}}),
+        "sparkConf sets spark.master, which Rillet manages",
+    ),
+    Case(
+        "app-spark-conf-dynamic-allocation",
+        app(
+            {
+                "sparkConf": {
+                    "spark.sql.shuffle.partitions": "8",
+                    "spark.dynamicAllocation.enabled": "true",
+                }
+            }
+        ),
+        "sparkConf sets spark.dynamicAllocation.enabled, which Rillet manages",
+    ),
+    Case(
+        "app-spark-conf-number",
+        app({"sparkConf": {"spark.sql.shuffle.partitions": 8}}),
+        "spec.sparkConf.spark.sql.shuffle.partitions",
+    ),
+    Case(
+        "app-dead-letter-both",
+        app({"deadLetterTopic": {"topicRef": {"name": "dlq"}, "topicName": "dlq"}}),
+        "deadLetterTopic needs exactly one of topicRef or topicName",
+    ),
+    Case(
+        "app-dead-letter-bad-ref-name",
+        app({"deadLetterTopic": {"topicRef": {"name": "DLQ"}}}),
+        "spec.deadLetterTopic.topicRef.name in body should match",
+    ),
+)
