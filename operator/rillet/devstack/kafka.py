@@ -87,6 +87,7 @@ class KafkaCluster:
     brokers: int = 1
     heap: str = "512m"
     extra_properties: dict[str, str] = field(default_factory=dict)
+    records: list[ProcessRecord] = field(default_factory=list, init=False)
 
     @property
     def logs(self) -> Path:
@@ -109,6 +110,17 @@ class KafkaCluster:
 
     def _config(self, node: int) -> Path:
         return self.root / f"node-{node}.properties"
+
+    def stop(self) -> None:
+        """Stop every node; `start` brings them back on the same ports with the same data."""
+        for record in self.records:
+            processes.stop(record)
+        self.records = []
+
+    @property
+    def bootstrap(self) -> str:
+        """Bootstrap servers of the cluster (known once formatted)."""
+        return self._bootstrap()
 
     def _bootstrap(self) -> str:
         servers = []
@@ -156,6 +168,7 @@ class KafkaCluster:
             )
             for node in range(1, self.brokers + 1)
         ]
+        self.records = records
         bootstrap = self._bootstrap()
         for record in records:
             processes.wait_ready(

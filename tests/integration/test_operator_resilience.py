@@ -1,0 +1,201 @@
+"""The operator survives what production throws at it.
+
+Test plan:
+- SIGKILL in the middle of a 200-topic apply, then a restart: every topic ends exactly as
+  declared (checked in Kafka) and every object Ready.
+- the only broker stopped for 30 s: KafkaUnavailable shown (and kept while it is down), then
+  Ready again, with the change made meanwhile applied, without restarting the operator.
+- a broker that refuses topic deletion: the object still goes (finalizer released), the topic
+  stays, and a TopicNotDeleted Event says so.
+- with namespace prefixing on, the Kafka topic is named <namespace>.<name>.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from rillet.devstack import provisioning
+from rillet.devstack import stack as devstack
+from rillet.devstack.kafka import KafkaCluster
+
+from .conftest import Kube
+from .operating import OperatorProcess, apply, condition, events, exists, get, topic, wait_condition
+from .polling import wait_for
+from .test_topics_operator import kafka_overrides, kafka_partitions
+
+TOPICS = 200
+
+
+@pytest.fixture
+def isolated_namespace(kube: Kube, crds: None) -> Iterator[str]:
+    """A namespace no shared operator watches (the test starts its own)."""
+    name = f"iso-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", name)
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def own_operator(
+    stack: devstack.StackState, isolated_namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    process = OperatorProcess(
+        kubeconfig=stack.kubeconfig,
+        bootstrap=stack.kafka_bootstrap,
+        namespace_pattern=isolated_namespace,
+        log=tmp_path / "operator.log",
+    )
+    yield process
+    process.stop()
+
+
+def test_sigkill_mid_apply_then_restart_converges(
+    kube: Kube, isolated_namespace: str, own_operator: OperatorProcess, kafka_admin: AdminClient
+) -> None:
+    prefix = f"bulk-{uuid.uuid4().hex[:6]}"
+    manifests = [
+        topic(
+            f"{prefix}-{i:03d}",
+            isolated_namespace,
+            partitions=1 + i % 4,
+            config={"retention.ms": 3_600_000 + i},
+        )
+        for i in range(TOPICS)
+    ]
+    own_operator.start()
+    apply(kube, *manifests)
+
+    def ready_count() -> int:
+        items = __import__("json").loads(
+            kube.kubectl("get", "topics", "-n", isolated_namespace, "-o", "json").stdout
+        )["items"]
+        return sum(condition(item, "Ready").get("status") == "True" for item in items)
+
+    wait_for(lambda: ready_count() > 0, timeout=60, what="the first topics Ready")
+    own_operator.kill()
+    ready_at_kill = ready_count()
+    assert ready_at_kill < TOPICS, "the kill came too late to interrupt the apply"
+
+    own_operator.start()
+    wait_for(lambda: ready_count() == TOPICS, timeout=120, what=f"all {TOPICS} topics Ready")
+
+    metadata = kafka_admin.list_topics(timeout=30).topics
+    for i in range(TOPICS):
+        name = f"{prefix}-{i:03d}"
+        assert len(metadata[name].partitions) == 1 + i % 4, name
+    sample = [f"{prefix}-{i:03d}" for i in (0, 57, 199)]
+    for name in sample:
+        i = int(name.rsplit("-", 1)[1])
+        assert kafka_overrides(kafka_admin, name) == {"retention.ms": str(3_600_000 + i)}
+
+
+@pytest.fixture
+def stoppable_kafka(tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A broker of its own that refuses topic deletion, so it can be stopped and restarted."""
+    cluster = KafkaCluster(
+        libs=provisioning.KAFKA.directory / "libs",
+        root=tmp_path / "kafka",
+        extra_properties={"delete.topic.enable": "false"},
+    )
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def test_broker_down_for_30s_then_back(
+    kube: Kube,
+    isolated_namespace: str,
+    own_operator: OperatorProcess,
+    stoppable_kafka: KafkaCluster,
+) -> None:
+    own_operator.bootstrap = stoppable_kafka.bootstrap
+    own_operator.start()
+    apply(kube, topic("payments", isolated_namespace, partitions=1))
+    wait_condition(kube, "topic", "payments", isolated_namespace)
+
+    stoppable_kafka.stop()
+    stopped_at = time.monotonic()
+    kube.kubectl(
+        "patch",
+        "topic",
+        "payments",
+        "-n",
+        isolated_namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"partitions": 3}}',
+    )
+    down = wait_condition(
+        kube,
+        "topic",
+        "payments",
+        isolated_namespace,
+        status="False",
+        reason="KafkaUnavailable",
+        timeout=60,
+    )
+    assert "unreachable" in condition(down, "Ready")["message"]
+    assert condition(down, "Reconciling")["status"] == "True"
+    assert condition(down, "Stalled")["status"] == "False"
+
+    def still_unavailable_after_30s() -> bool:
+        reason = condition(get(kube, "topic", "payments", isolated_namespace), "Ready")["reason"]
+        assert reason == "KafkaUnavailable", f"status changed to {reason} while Kafka was down"
+        return time.monotonic() - stopped_at >= 30
+
+    wait_for(still_unavailable_after_30s, timeout=60, interval=1, what="30 s of broker outage")
+    stoppable_kafka.start()
+
+    wait_condition(kube, "topic", "payments", isolated_namespace, reason="TopicReady", timeout=90)
+    admin = AdminClient({"bootstrap.servers": stoppable_kafka.bootstrap})
+    assert kafka_partitions(admin, "payments") == 3
+    assert own_operator.process is not None
+    assert own_operator.process.poll() is None, "the operator restarted or died"
+    assert "KafkaUnavailable" in {e["reason"] for e in events(kube, isolated_namespace, "payments")}
+
+
+def test_deletion_refused_by_broker_still_releases_the_object(
+    kube: Kube,
+    isolated_namespace: str,
+    own_operator: OperatorProcess,
+    stoppable_kafka: KafkaCluster,
+) -> None:
+    own_operator.bootstrap = stoppable_kafka.bootstrap
+    own_operator.start()
+    apply(kube, topic("ledger", isolated_namespace, deletionPolicy="Delete"))
+    wait_condition(kube, "topic", "ledger", isolated_namespace)
+
+    kube.kubectl("delete", "topic", "ledger", "-n", isolated_namespace, "--timeout=60s")
+
+    assert not exists(kube, "topic", "ledger", isolated_namespace)
+    admin = AdminClient({"bootstrap.servers": stoppable_kafka.bootstrap})
+    assert kafka_partitions(admin, "ledger") == 1
+    refused = wait_for(
+        lambda: [
+            e
+            for e in events(kube, isolated_namespace, "ledger")
+            if e["reason"] == "TopicNotDeleted"
+        ],
+        timeout=20,
+        what="a TopicNotDeleted Event",
+    )
+    assert refused[0]["type"] == "Warning"
+    assert "kept" in refused[0]["message"]
+
+
+def test_namespace_prefix_names_kafka_topics_per_team(
+    kube: Kube, isolated_namespace: str, own_operator: OperatorProcess, kafka_admin: AdminClient
+) -> None:
+    own_operator.settings = {"RILLET_PREFIX_NAMESPACE": "true"}
+    own_operator.start()
+    apply(kube, topic("invoices", isolated_namespace))
+    obj = wait_condition(kube, "topic", "invoices", isolated_namespace)
+
+    assert obj["status"]["topicName"] == f"{isolated_namespace}.invoices"
+    assert kafka_partitions(kafka_admin, f"{isolated_namespace}.invoices") == 1

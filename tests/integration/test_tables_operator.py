@@ -1,0 +1,133 @@
+"""The operator gives every Table a compacted changelog topic, co-partitioned with its writer.
+
+Test plan (each claim checked in Kafka):
+- a Table becomes a topic with cleanup.policy=compact and its config overrides.
+- a windowed Table's topic is compact,delete with retention.ms = the window expiry.
+- without spec.partitions, the Table takes the input partitions of the App that writes it, and
+  status.writers names that App.
+- without spec.partitions or a writer, the Table waits (Reconciling, WaitingForPartitions).
+- spec.partitions different from the writer's inputs: a NotCoPartitioned warning Event.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from .conftest import Kube
+from .operating import apply, condition, events, topic, wait_condition
+from .polling import wait_for
+from .test_topics_operator import kafka_overrides, kafka_partitions
+
+pytestmark = pytest.mark.usefixtures("operator")
+
+
+def table(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "Table",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
+def writer_app(name: str, namespace: str, *, reads: str, writes: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "rillet/spark-runtime:0.1.0",
+            "inputs": [{"name": "src", "topicRef": {"name": reads}, "format": "string"}],
+            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM src GROUP BY value"},
+            "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
+        },
+    }
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_table_topic_is_compacted_with_overrides(
+    kube: Kube, namespace: str, kafka_admin: AdminClient
+) -> None:
+    name = unique("profiles")
+    apply(kube, table(name, namespace, partitions=3, config={"min.cleanable.dirty.ratio": "0.1"}))
+    obj = wait_condition(kube, "table", name, namespace)
+
+    assert kafka_partitions(kafka_admin, name) == 3
+    assert kafka_overrides(kafka_admin, name) == {
+        "cleanup.policy": "compact",
+        "min.cleanable.dirty.ratio": "0.1",
+    }
+    assert obj["status"]["windowed"] is False
+
+
+def test_windowed_table_is_compact_delete_with_retention_of_expiry(
+    kube: Kube, namespace: str, kafka_admin: AdminClient
+) -> None:
+    name = unique("clicks-5m")
+    apply(
+        kube,
+        table(
+            name,
+            namespace,
+            partitions=2,
+            window={"type": "hopping", "size": "5m", "step": "1m", "expiry": "2h"},
+        ),
+    )
+    obj = wait_condition(kube, "table", name, namespace)
+
+    overrides = kafka_overrides(kafka_admin, name)
+    assert sorted(overrides["cleanup.policy"].split(",")) == ["compact", "delete"]
+    assert overrides["retention.ms"] == str(2 * 3600 * 1000)
+    assert obj["status"]["windowed"] is True
+
+
+def test_partitions_default_to_the_writers_inputs(
+    kube: Kube, namespace: str, kafka_admin: AdminClient
+) -> None:
+    source, counts = unique("words"), unique("counts")
+    apply(kube, topic(source, namespace, partitions=6))
+    apply(kube, table(counts, namespace))
+    waiting = wait_condition(
+        kube,
+        "table",
+        counts,
+        namespace,
+        condition_type="Reconciling",
+        reason="WaitingForPartitions",
+    )
+    assert "spec.partitions is not set" in condition(waiting, "Reconciling")["message"]
+    assert kafka_partitions(kafka_admin, counts) is None
+
+    apply(kube, writer_app("counter", namespace, reads=source, writes=counts))
+    obj = wait_condition(kube, "table", counts, namespace, timeout=30)
+
+    assert kafka_partitions(kafka_admin, counts) == 6
+    assert obj["status"]["writers"] == ["counter"]
+
+
+def test_partition_mismatch_with_writer_is_reported(
+    kube: Kube, namespace: str, kafka_admin: AdminClient
+) -> None:
+    source, counts = unique("events"), unique("totals")
+    apply(
+        kube,
+        topic(source, namespace, partitions=4),
+        writer_app("totaller", namespace, reads=source, writes=counts),
+    )
+    apply(kube, table(counts, namespace, partitions=2))
+    wait_condition(kube, "table", counts, namespace)
+
+    warning = wait_for(
+        lambda: [e for e in events(kube, namespace, counts) if e["reason"] == "NotCoPartitioned"],
+        timeout=20,
+        what="a NotCoPartitioned Event",
+    )
+    assert "set spec.partitions to 4" in warning[0]["message"]
+    assert kafka_partitions(kafka_admin, counts) == 2
