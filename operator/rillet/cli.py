@@ -1,4 +1,8 @@
-"""The `rillet` command line: the local stack (`rillet dev ...`) and project tooling."""
+"""The `rillet` command line: the operator, the local stack (`rillet dev ...`) and tooling.
+
+Subcommands import what they need when they run: `rillet operator run` in the operator image
+must not load the development stack (or pyspark).
+"""
 
 from __future__ import annotations
 
@@ -6,15 +10,14 @@ import contextlib
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from rillet.devstack import stack
-from rillet.devstack.commands import CommandFailedError
-from rillet.devstack.processes import ComponentFailedError
-from rillet.devstack.toolchain import MissingToolError
+
+if TYPE_CHECKING:
+    from rillet.devstack.stack import StackState
 
 app = typer.Typer(help="Rillet: Kafka stream processing on Kubernetes.", no_args_is_help=True)
 dev = typer.Typer(help="The local stack: Kubernetes control plane, Kafka, Spark connector.")
@@ -47,6 +50,11 @@ def dev_up(
     ] = 1,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
+    from rillet.devstack import stack
+    from rillet.devstack.commands import CommandFailedError
+    from rillet.devstack.processes import ComponentFailedError
+    from rillet.devstack.toolchain import MissingToolError
+
     started = time.monotonic()
     reused = stack.running()
     try:
@@ -60,7 +68,7 @@ def dev_up(
     _print_env(state)
 
 
-def _print_env(state: stack.StackState) -> None:
+def _print_env(state: StackState) -> None:
     for key, value in state.environment().items():
         typer.echo(f"export {key}={value}")
 
@@ -68,6 +76,8 @@ def _print_env(state: stack.StackState) -> None:
 @dev.command("env")
 def dev_env() -> None:
     """Print the environment of the running stack (for `eval $(rillet dev env)`)."""
+    from rillet.devstack import stack
+
     state = stack.running()
     if state is None:
         raise _fail("no stack is running: start one with `rillet dev up`")
@@ -77,6 +87,8 @@ def dev_env() -> None:
 @dev.command("status")
 def dev_status() -> None:
     """Show each process of the stack and whether it runs."""
+    from rillet.devstack import stack
+
     state = stack.load()
     if state is None:
         console.print("no stack recorded")
@@ -93,7 +105,7 @@ def dev_status() -> None:
 @dev.command("smoke")
 def dev_smoke() -> None:
     """Check the running stack end to end: Kubernetes, Kafka, Spark with the Kafka connector."""
-    from rillet.devstack import smoke
+    from rillet.devstack import smoke, stack
 
     state = stack.running()
     if state is None:
@@ -110,6 +122,8 @@ def dev_smoke() -> None:
 @dev.command("down")
 def dev_down() -> None:
     """Stop every process of the stack."""
+    from rillet.devstack import stack
+
     stopped = stack.down()
     console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
 

@@ -24,3 +24,7 @@ QUEUE_DEPTH = Gauge("rillet_topic_queue_depth", "Topic reconciles waiting for a 
 BATCH_SECONDS = Histogram(
     "rillet_topic_batch_duration_seconds", "Time of one batch of admin calls."
 )
+RESYNCS = Counter("rillet_resyncs_total", "Completed passes of the periodic resync.")
+RESYNC_SECONDS = Histogram(
+    "rillet_resync_duration_seconds", "Time of one resync pass over every object."
+)

@@ -96,7 +96,7 @@ def operator(
     stack: devstack.StackState, crds: None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[object]:
     """The operator, watching the namespaces of the `namespace` fixture (t-*), resync 3 s."""
-    from .operating import OperatorProcess
+    from rillet.devstack.operating import OperatorProcess
 
     process = OperatorProcess(
         kubeconfig=stack.kubeconfig,

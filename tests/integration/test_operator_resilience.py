@@ -12,22 +12,26 @@ Test plan:
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 
 from rillet.devstack import provisioning
 from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
+from rillet.devstack.operating import OperatorProcess
 
 from .conftest import Kube
-from .operating import OperatorProcess, apply, condition, events, exists, get, topic, wait_condition
+from .kafka_reads import kafka_overrides, kafka_partitions
+from .objects import apply, condition, events, exists, get, topic, wait_condition
 from .polling import wait_for
-from .test_topics_operator import kafka_overrides, kafka_partitions
 
 TOPICS = 200
 
@@ -69,10 +73,20 @@ def test_sigkill_mid_apply_then_restart_converges(
         for i in range(TOPICS)
     ]
     own_operator.start()
-    apply(kube, *manifests)
+    # The apply runs in the background while the operator works through it; the kill comes as
+    # soon as the first topics are Ready, with the apply still going.
+    applying = subprocess.Popen(
+        ["kubectl", f"--kubeconfig={kube.kubeconfig}", "apply", "--server-side", "-f", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert applying.stdin is not None
+    applying.stdin.write(yaml.safe_dump_all(manifests))
+    applying.stdin.close()
 
     def ready_count() -> int:
-        items = __import__("json").loads(
+        items = json.loads(
             kube.kubectl("get", "topics", "-n", isolated_namespace, "-o", "json").stdout
         )["items"]
         return sum(condition(item, "Ready").get("status") == "True" for item in items)
@@ -80,6 +94,7 @@ def test_sigkill_mid_apply_then_restart_converges(
     wait_for(lambda: ready_count() > 0, timeout=60, what="the first topics Ready")
     own_operator.kill()
     ready_at_kill = ready_count()
+    assert applying.wait(timeout=120) == 0
     assert ready_at_kill < TOPICS, "the kill came too late to interrupt the apply"
 
     own_operator.start()

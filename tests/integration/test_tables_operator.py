@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from .conftest import Kube
-from .operating import apply, condition, events, topic, wait_condition
+from .kafka_reads import kafka_overrides, kafka_partitions
+from .objects import apply, condition, events, topic, wait_condition
 from .polling import wait_for
-from .test_topics_operator import kafka_overrides, kafka_partitions
 
 pytestmark = pytest.mark.usefixtures("operator")
 

@@ -25,9 +25,11 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
+from rillet.devstack.operating import OperatorProcess
+
 from .conftest import Kube
-from .operating import (
-    OperatorProcess,
+from .kafka_reads import kafka_overrides, kafka_partitions
+from .objects import (
     apply,
     condition,
     events,
@@ -39,21 +41,6 @@ from .operating import (
 from .polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("operator")
-
-
-def kafka_partitions(admin: AdminClient, name: str) -> int | None:
-    topics = admin.list_topics(timeout=10).topics
-    return len(topics[name].partitions) if name in topics else None
-
-
-def kafka_overrides(admin: AdminClient, name: str) -> dict[str, str]:
-    resource = ConfigResource(ResourceType.TOPIC, name)
-    entries = admin.describe_configs([resource])[resource].result(timeout=10)
-    return {
-        key: entry.value
-        for key, entry in entries.items()
-        if entry.source == 1  # DYNAMIC_TOPIC_CONFIG
-    }
 
 
 def unique(prefix: str) -> str:

@@ -98,17 +98,40 @@ def table_writers(
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
 def topic_objects(
     *, name: str, namespace: str | None, body: kopf.Body, **_: Any
-) -> dict[tuple[str, str], Any]:
+) -> dict[tuple[str, str], dict[str, Any]]:
     """The latest body of every Topic: what the periodic resync reconciles."""
-    return {(str(namespace), name): body}
+    return {(str(namespace), name): slim(body)}
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "tables")
 def table_objects(
     *, name: str, namespace: str | None, body: kopf.Body, **_: Any
-) -> dict[tuple[str, str], Any]:
+) -> dict[tuple[str, str], dict[str, Any]]:
     """The latest body of every Table: what the periodic resync reconciles."""
-    return {(str(namespace), name): body}
+    return {(str(namespace), name): slim(body)}
+
+
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "annotations",
+)
+
+
+def slim(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a reconcile reads of a body; managedFields and the like can be most of its size."""
+    metadata = body["metadata"]
+    return {
+        "apiVersion": body["apiVersion"],
+        "kind": body["kind"],
+        "metadata": {key: metadata[key] for key in KEPT_METADATA if key in metadata},
+        "spec": dict(body.get("spec") or {}),
+        "status": dict(body.get("status") or {}),
+    }
 
 
 @dataclass(frozen=True)

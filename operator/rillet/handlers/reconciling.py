@@ -109,14 +109,19 @@ def gate(subject: Subject) -> Verdict | None:
     return None
 
 
-async def reconcile(subject: Subject, syncer: TopicSyncer) -> Report:
-    """Reconcile one object end to end (Kafka included) and report."""
+async def reconcile(
+    subject: Subject, syncer: TopicSyncer, *, resync: bool = False
+) -> Report | None:
+    """Reconcile one object end to end (Kafka included) and report; None when a newer change
+    of the object was handled instead (nothing to report about this older one)."""
     started = time.monotonic()
     outcome = SyncOutcome()
     verdict = gate(subject)
     if verdict is None:
         assert subject.desired is not None
-        outcome = await syncer.sync(subject.desired)
+        outcome = await syncer.sync(subject.desired, resync=resync)
+        if outcome.superseded:
+            return None
         verdict = statuses.topic_verdict(outcome, kafka_name=subject.kafka_name)
     status_patch = derive_status_patch(subject, verdict, outcome)
     notes = derive_notes(subject, verdict, outcome)
@@ -181,8 +186,12 @@ def _change_reason(change: str) -> str:
     return {"created": "TopicCreated", "grew": "PartitionsAdded"}.get(verb, "ConfigChanged")
 
 
-def apply_in_handler(report: Report, body: kopf.Body, patch: kopf.Patch, *, retry: int) -> None:
+def apply_in_handler(
+    report: Report | None, body: kopf.Body, patch: kopf.Patch, *, retry: int
+) -> None:
     """Hand a report to kopf: status into the handler's patch, Events to kopf's poster."""
+    if report is None:
+        return
     for key, value in report.status_patch.items():
         patch.status[key] = value
     for note in report.notes:

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from rillet import metrics
 from rillet.handlers import indexes, reconciling, tables, topics
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.syncing import TopicSyncer
@@ -42,7 +43,9 @@ async def resync_forever(
             for body in list(store)
             if not body["metadata"].get("deletionTimestamp")
         ]
-        results = await asyncio.gather(*jobs, return_exceptions=True)
+        with metrics.RESYNC_SECONDS.time():
+            results = await asyncio.gather(*jobs, return_exceptions=True)
+        metrics.RESYNCS.inc()
         for failure in (r for r in results if isinstance(r, BaseException)):
             log.warning("resync of an object failed: %s", failure)
 
@@ -56,12 +59,20 @@ async def resync_one(
     writer: ObjectWriter,
 ) -> None:
     subject = build(body, views)
-    report = await reconciling.reconcile(subject, syncer)
+    report = await reconciling.reconcile(subject, syncer, resync=True)
+    if report is None:
+        return
     metadata = body["metadata"]
     if report.status_patch:
-        await writer.patch_status(
-            plural, metadata["namespace"], metadata["name"], report.status_patch
+        written = await writer.patch_status(
+            plural,
+            metadata["namespace"],
+            metadata["name"],
+            report.status_patch,
+            resource_version=metadata.get("resourceVersion"),
         )
+        if not written:
+            return  # the object changed since this pass read it: its own reconcile reports
     for note in report.notes:
         await writer.post_event(
             dict(body), type_=note.type, reason=note.reason, message=note.message

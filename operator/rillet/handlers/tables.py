@@ -50,6 +50,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
             partitions=choice.partitions,
             replication_factor=spec.replication_factor,
             config=table_planning.changelog_config(spec),
+            source=(claim.uid, int(metadata.get("generation") or 0)),
         )
     return reconciling.Subject(
         kind=KIND,

@@ -34,6 +34,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
             partitions=int(spec["partitions"]),
             replication_factor=spec.get("replicationFactor"),
             config=topicconfigs.canonical_config(dict(spec.get("config") or {})),
+            source=(claim.uid, int(metadata.get("generation") or 0)),
         ),
     )
 

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 
 from rillet.api.v1alpha1 import objects
 
@@ -30,17 +31,36 @@ class ObjectWriter:
         self._core = client.CoreV1Api()
 
     async def patch_status(
-        self, plural: str, namespace: str, name: str, patch: dict[str, Any]
-    ) -> None:
-        await asyncio.to_thread(
-            self._custom.patch_namespaced_custom_object_status,
-            objects.GROUP,
-            objects.VERSION,
-            namespace,
-            plural,
-            name,
-            {"status": patch},
-        )
+        self,
+        plural: str,
+        namespace: str,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        resource_version: str | None,
+    ) -> bool:
+        """Merge-patch the status if the object is still at `resource_version`.
+
+        Returns False (and writes nothing) when the object changed or went away meanwhile.
+        """
+        body: dict[str, Any] = {"status": patch}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
+        try:
+            await asyncio.to_thread(
+                self._custom.patch_namespaced_custom_object_status,
+                objects.GROUP,
+                objects.VERSION,
+                namespace,
+                plural,
+                name,
+                body,
+            )
+        except ApiException as error:
+            if error.status in (404, 409):
+                return False
+            raise
+        return True
 
     async def post_event(
         self, body: dict[str, Any], *, type_: str, reason: str, message: str

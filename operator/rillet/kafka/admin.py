@@ -39,6 +39,7 @@ _UNREACHABLE = {
     KafkaError.REQUEST_TIMED_OUT,
     KafkaError.NETWORK_EXCEPTION,
 }
+_DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
 K = TypeVar("K")
@@ -73,6 +74,14 @@ def _unreachable(error: BaseException) -> bool:
         isinstance(error, KafkaException)
         and isinstance(error.args[0], KafkaError)
         and error.args[0].code() in _UNREACHABLE
+    )
+
+
+def _already_exists(error: object) -> bool:
+    return (
+        isinstance(error, KafkaException)
+        and isinstance(error.args[0], KafkaError)
+        and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
     )
 
 
@@ -166,8 +175,7 @@ class TopicAdmin:
             result[name] = {
                 key: entry.value
                 for key, entry in entries.items()
-                if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-                and entry.value is not None
+                if entry.source == _DYNAMIC_TOPIC_CONFIG and entry.value is not None
             }
         return result
 
@@ -189,7 +197,11 @@ class TopicAdmin:
                     new_topics, operation_timeout=self._timeout, request_timeout=self._timeout
                 )
             )
-            results |= {name: _outcome(value) for name, value in settled.items()}
+            # Another lane (or operator) may have created it a moment ago: that is success.
+            results |= {
+                name: None if _already_exists(value) else _outcome(value)
+                for name, value in settled.items()
+            }
         return results
 
     async def grow(self, partitions: Mapping[str, int]) -> dict[str, KafkaFailure | None]:

@@ -1,9 +1,14 @@
 """Bringing topics in line with their declarations, many at a time.
 
-Reconciles of single objects queue here; one loop takes what is queued (up to a batch size, or
+Reconciles of single objects queue here; a loop takes what is queued (up to a batch size, or
 what arrives within a short linger) and handles the batch with one describe, one create, one
 create-partitions and one alter-configs call, then one more describe of the topics it changed.
 A full queue makes callers wait (backpressure) instead of failing or exiting.
+
+Two lanes, each with its own loop: changes users make (events) and the periodic resync. A resync
+pass over thousands of topics takes seconds of admin calls; a `kubectl apply` must not wait
+behind it. The lanes may touch the same topic at once, so every step tolerates a race (a topic
+that already exists when created counts as created).
 """
 
 from __future__ import annotations
@@ -43,24 +48,35 @@ class TopicSyncer:
         self._admin = admin
         self._max_batch = max_batch
         self._linger = linger
-        self._queue: asyncio.Queue[_Request] = asyncio.Queue(maxsize=queue_size)
+        self._events: asyncio.Queue[_Request] = asyncio.Queue(maxsize=queue_size)
+        self._resyncs: asyncio.Queue[_Request] = asyncio.Queue(maxsize=queue_size)
+        # The newest declaration each topic got through the event lane, and a lock per topic
+        # so the two lanes never change one topic at the same time.
+        self._newest: dict[str, tuple[str, int]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     @property
     def admin(self) -> TopicAdmin:
         return self._admin
 
-    async def sync(self, desired: DesiredTopic) -> SyncOutcome:
-        """Bring one topic in line (in the next batch) and report what happened."""
+    async def sync(self, desired: DesiredTopic, *, resync: bool = False) -> SyncOutcome:
+        """Bring one topic in line (in the next batch of its lane) and report what happened."""
+        queue = self._resyncs if resync else self._events
+        if not resync and desired.source is not None:
+            self._newest[desired.name] = desired.source
         request = _Request(desired)
-        await self._queue.put(request)
-        metrics.QUEUE_DEPTH.set(self._queue.qsize())
+        await queue.put(request)
+        metrics.QUEUE_DEPTH.set(self._events.qsize() + self._resyncs.qsize())
         return await request.outcome
 
     async def run(self) -> None:
-        """Serve batches until cancelled."""
+        """Serve both lanes until cancelled."""
+        await asyncio.gather(self._serve(self._events), self._serve(self._resyncs))
+
+    async def _serve(self, queue: asyncio.Queue[_Request]) -> None:
         while True:
-            batch = await self._next_batch()
-            metrics.QUEUE_DEPTH.set(self._queue.qsize())
+            batch = await self._next_batch(queue)
+            metrics.QUEUE_DEPTH.set(self._events.qsize() + self._resyncs.qsize())
             try:
                 outcomes = await self._handle(batch)
             except Exception as error:
@@ -73,15 +89,15 @@ class TopicSyncer:
                 if not request.outcome.done():
                     request.outcome.set_result(outcomes[request.desired.name])
 
-    async def _next_batch(self) -> list[_Request]:
-        batch = [await self._queue.get()]
+    async def _next_batch(self, queue: asyncio.Queue[_Request]) -> list[_Request]:
+        batch = [await queue.get()]
         deadline = asyncio.get_running_loop().time() + self._linger
         while len(batch) < self._max_batch:
             remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0 and self._queue.empty():
+            if remaining <= 0 and queue.empty():
                 break
             try:
-                batch.append(await asyncio.wait_for(self._queue.get(), max(remaining, 0)))
+                batch.append(await asyncio.wait_for(queue.get(), max(remaining, 0)))
             except TimeoutError:
                 break
         return batch
@@ -89,12 +105,22 @@ class TopicSyncer:
     async def _handle(self, batch: Sequence[_Request]) -> dict[str, SyncOutcome]:
         # Several requests for one topic in a batch: the newest declaration wins.
         desired = {r.desired.name: r.desired for r in batch}
-        with metrics.BATCH_SECONDS.time():
-            try:
-                return await self._reconcile(desired)
-            except KafkaUnavailableError as error:
-                message = f"Kafka at the configured bootstrap servers is unreachable: {error}"
-                return {name: SyncOutcome(unavailable=message) for name in desired}
+        async with contextlib.AsyncExitStack() as held:
+            for name in sorted(desired):  # one order for both lanes: no deadlock
+                await held.enter_async_context(self._locks.setdefault(name, asyncio.Lock()))
+            current = {
+                name: topic
+                for name, topic in desired.items()
+                if not topic.superseded_by(self._newest.get(name))
+            }
+            outcomes = {name: SyncOutcome(superseded=True) for name in desired.keys() - current}
+            with metrics.BATCH_SECONDS.time():
+                try:
+                    outcomes |= await self._reconcile(current) if current else {}
+                except KafkaUnavailableError as error:
+                    message = f"Kafka at the configured bootstrap servers is unreachable: {error}"
+                    outcomes |= {name: SyncOutcome(unavailable=message) for name in current}
+        return outcomes
 
     async def _reconcile(self, desired: dict[str, DesiredTopic]) -> dict[str, SyncOutcome]:
         observed = await self._admin.describe(desired)

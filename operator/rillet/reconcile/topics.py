@@ -14,12 +14,26 @@ from rillet.reconcile.topicconfigs import ConfigDiff
 
 @dataclass(frozen=True)
 class DesiredTopic:
-    """A topic as declared: configs already in canonical form."""
+    """A topic as declared: configs already in canonical form.
+
+    `source` is the (uid, generation) of the object that declared it, so an older declaration
+    (a resync that read the object before its latest change) never overrides a newer one.
+    """
 
     name: str
     partitions: int
     replication_factor: int | None
     config: dict[str, str] = field(default_factory=dict)
+    source: tuple[str, int] | None = None
+
+    def superseded_by(self, newer: tuple[str, int] | None) -> bool:
+        """Whether a later declaration of the same object replaces this one."""
+        return (
+            self.source is not None
+            and newer is not None
+            and self.source[0] == newer[0]
+            and self.source[1] < newer[1]
+        )
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,7 @@ class SyncOutcome:
     applied: tuple[str, ...] = ()
     problems: tuple[Problem, ...] = ()
     unavailable: str | None = None  # Kafka could not be reached: the message says why
+    superseded: bool = False  # a newer declaration was handled instead: report nothing
 
 
 def plan(desired: DesiredTopic, observed: ObservedTopic | None) -> TopicPlan:

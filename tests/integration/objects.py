@@ -1,87 +1,14 @@
-"""Running the real operator (`rillet operator run`) as a process, and reading what it did.
-
-The operator runs as it does in production: its own process, the stack's kubeconfig, settings
-from RILLET_* variables. Tests give each operator a namespace pattern so that operators started
-by different tests never handle the same objects.
-"""
+"""Reading and writing Rillet objects through the real kubectl, as a user or GitOps tool would."""
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rillet.devstack import processes
-
 from .conftest import Kube
 from .polling import wait_for
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-@dataclass
-class OperatorProcess:
-    """One `rillet operator run` process."""
-
-    kubeconfig: Path
-    bootstrap: str
-    namespace_pattern: str
-    log: Path
-    settings: dict[str, str] = field(default_factory=dict)
-    metrics_port: int = field(default_factory=processes.free_port)
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(self.kubeconfig),
-            "RILLET_KAFKA_BOOTSTRAP": self.bootstrap,
-            "RILLET_RESYNC_SECONDS": "3",
-            "RILLET_METRICS_PORT": str(self.metrics_port),
-            "RILLET_HEALTH_PORT": "0",
-            **self.settings,
-        }
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "rillet.cli",
-                    "operator",
-                    "run",
-                    "-n",
-                    self.namespace_pattern,
-                ],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, no finalizer handling, like an OOM kill or a node loss."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def apply(kube: Kube, *manifests: dict[str, Any]) -> None:
