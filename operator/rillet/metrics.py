@@ -19,7 +19,9 @@ RECONCILE_ERRORS = Counter(
     "Reconciles that ended Stalled or unavailable.",
     ["kind", "reason"],
 )
-MANAGED_TOPICS = Gauge("rillet_managed_topics", "Kafka topics managed, by kind.", ["kind"])
+MANAGED_TOPICS = Gauge(
+    "rillet_managed_topics", "Kafka topics managed (as of the last resync), by kind.", ["kind"]
+)
 QUEUE_DEPTH = Gauge("rillet_topic_queue_depth", "Topic reconciles waiting for a batch.")
 BATCH_SECONDS = Histogram(
     "rillet_topic_batch_duration_seconds", "Time of one batch of admin calls."

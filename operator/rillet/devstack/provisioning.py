@@ -240,7 +240,7 @@ def fetch_kafka(scratch: Path, target: Path) -> None:
     )
 
 
-def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path) -> str:
+def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path | str) -> str:
     """A pom whose `dependency:copy` copies exactly these jars, resolving none of their POMs'
     dependencies (Spark's parent POM names repositories this machine cannot reach)."""
     items = "\n".join(
@@ -274,19 +274,23 @@ def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path) -> s
 """
 
 
+# The four jars Spark's Kafka source and sink need beyond what pyspark ships (also the runtime
+# image's images/runtime/connector-pom.xml, which a unit test keeps equal).
+SPARK_KAFKA_ARTIFACTS = (
+    ("org.apache.spark", f"spark-sql-kafka-0-10_{versions.SCALA_BINARY}", versions.SPARK),
+    (
+        "org.apache.spark",
+        f"spark-token-provider-kafka-0-10_{versions.SCALA_BINARY}",
+        versions.SPARK_TOKEN_PROVIDER,
+    ),
+    ("org.apache.kafka", "kafka-clients", versions.SPARK_KAFKA_CLIENTS),
+    ("org.apache.commons", "commons-pool2", versions.SPARK_COMMONS_POOL2),
+)
+
+
 def fetch_spark_kafka(scratch: Path, target: Path) -> None:
-    """The four jars Spark's Kafka source and sink need beyond what pyspark ships."""
-    spark, scala = versions.SPARK, versions.SCALA_BINARY
-    artifacts = [
-        ("org.apache.spark", f"spark-sql-kafka-0-10_{scala}", spark),
-        (
-            "org.apache.spark",
-            f"spark-token-provider-kafka-0-10_{scala}",
-            versions.SPARK_TOKEN_PROVIDER,
-        ),
-        ("org.apache.kafka", "kafka-clients", versions.SPARK_KAFKA_CLIENTS),
-        ("org.apache.commons", "commons-pool2", versions.SPARK_COMMONS_POOL2),
-    ]
+    """The Spark-Kafka connector jars, copied without resolving their POMs' dependencies."""
+    artifacts = SPARK_KAFKA_ARTIFACTS
     (scratch / "pom.xml").write_text(maven_copy_pom(artifacts, target / "libs"))
     run_logged(["mvn", "-B", "-q", "dependency:copy"], cwd=scratch, log=target / "fetch.log")
 

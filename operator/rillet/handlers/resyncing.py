@@ -36,12 +36,26 @@ async def resync_forever(
     """Every `interval` seconds, reconcile every known object; runs until cancelled."""
     while True:
         await asyncio.sleep(interval)
+        bodies = {
+            plural: [
+                body
+                for store in list(index.values())
+                for body in list(store)
+                if not body["metadata"].get("deletionTimestamp")
+            ]
+            for plural, (index, _) in objects.items()
+        }
+        for plural, found in bodies.items():
+            managed = [
+                body
+                for body in found
+                if reconciling.is_managed(body["metadata"].get("annotations") or {})
+            ]
+            metrics.MANAGED_TOPICS.labels(plural).set(len(managed))
         jobs = [
-            resync_one(plural, body, build, views, syncer, writer)
-            for plural, (index, build) in objects.items()
-            for store in list(index.values())
-            for body in list(store)
-            if not body["metadata"].get("deletionTimestamp")
+            resync_one(plural, body, objects[plural][1], views, syncer, writer)
+            for plural, found in bodies.items()
+            for body in found
         ]
         with metrics.RESYNC_SECONDS.time():
             results = await asyncio.gather(*jobs, return_exceptions=True)
