@@ -7,6 +7,7 @@ must not load the development stack (or pyspark).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from rillet.runtime import commands as runtime_commands
 
 if TYPE_CHECKING:
     from rillet.devstack.stack import StackState
@@ -26,6 +28,21 @@ operator_app = typer.Typer(help="The Kubernetes operator.")
 app.add_typer(operator_app, name="operator")
 crds_app = typer.Typer(help="The CustomResourceDefinitions, generated from the API models.")
 app.add_typer(crds_app, name="crds")
+runtime_commands.register(app)
+
+RUNTIME_COMMANDS = ("run", "table")
+
+
+@app.callback()
+def _main(ctx: typer.Context) -> None:
+    """Rillet: Kafka stream processing on Kubernetes."""
+    if ctx.invoked_subcommand in RUNTIME_COMMANDS and not os.environ.get("RILLET_SPARK_JARS"):
+        # Outside the runtime image, Spark's Kafka connector comes from the local stack's cache
+        # (provisioned on first use). Only for the Spark commands: the others never need it.
+        from rillet.devstack.spark import connector_jars
+
+        os.environ["RILLET_SPARK_JARS"] = ",".join(str(jar) for jar in connector_jars())
+
 
 console = Console(stderr=True)
 

@@ -1,0 +1,625 @@
+"""Benchmark of the Rillet runtime: throughput per core and end-to-end latency, with baselines.
+
+    .venv/bin/python bench/pipeline.py            # needs the local stack (`rillet dev up`)
+
+Every figure is the median of repeated runs on the local stack's broker (127.0.0.1 only), over
+the same input: lines of 1 to 8 words in a topic of PARTITIONS partitions. The work is word
+count: split each line into words, count per word, write the changed counts to a Table topic.
+
+- (a) the word-count App (examples/wordcount.yaml) on Spark local[1] and local[2], reading the
+  whole topic with an availableNow trigger in batches of MAX_OFFSETS records; records/s per
+  core = records/s / task slots. Timed from the start of its queries to the end of the last
+  batch (the JVM is started before, in its own process);
+- (b) the same work as a plain confluent-kafka loop in one Python process: consume a batch,
+  count, produce the changed counts;
+- (c) Faust (faust-streaming), one worker, a Table of counts (its changelog gets every update),
+  timed from its first record to its FAUST_RECORDS-th (it is too slow for the whole topic);
+- (d) Kafka's ConsumerPerformance reading the topic (fetch rate, group join excluded): the
+  ceiling of any consumer on this broker;
+- latency p50/p99 from producing a record to seeing its Table update, with a processing-time
+  trigger of TRIGGER_MS, and, for a stateless pipeline (topic to topic), with Spark's real-time
+  mode (trigger realTime).
+
+The machine has 2 cores shared by the broker, the driver and the benchmark itself: per-core
+figures are per task slot, not per isolated core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+REPO = Path(__file__).resolve().parents[1]
+RECORDS = 2_000_000
+PARTITIONS = 4
+MAX_OFFSETS = 250_000
+FAUST_RECORDS = 20_000
+REPEATS = 3
+TRIGGER_MS = 100
+LATENCY_SECONDS = 20
+LATENCY_RATE = 100  # records per second
+WORDS = [f"word{n}" for n in range(2_000)]
+SPLIT = re.compile("[^a-z0-9]+")
+
+
+# The local stack -----------------------------------------------------------------------------
+
+
+def bootstrap_servers() -> str:
+    """The broker: RILLET_KAFKA_BOOTSTRAP, else the running local stack's."""
+    if os.environ.get("RILLET_KAFKA_BOOTSTRAP"):
+        return os.environ["RILLET_KAFKA_BOOTSTRAP"]
+    from rillet.devstack import stack
+
+    state = stack.running()
+    if state is None:
+        sys.exit("no local stack is running: start one with `.venv/bin/rillet dev up`")
+    return state.kafka_bootstrap
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 1, config=config)])[name].result(timeout=30)
+    return name
+
+
+def produce_lines(bootstrap: str, topic: str, count: int) -> None:
+    import random
+
+    rng = random.Random(42)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    for index in range(count):
+        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+        while True:
+            try:
+                producer.produce(topic, value=line, partition=index % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(60) == 0
+
+
+# (a) the Rillet App ----------------------------------------------------------------------------
+
+
+def app_manifest(*, source: str, target: str, stateless: bool) -> list[dict[str, Any]]:
+    """examples/wordcount.yaml on the given topics, or a stateless copy of it (real-time mode)."""
+    documents = list(yaml.safe_load_all((REPO / "examples/wordcount.yaml").read_text()))
+    for document in documents:
+        if document["kind"] == "Topic":
+            document["spec"]["topicName"] = source
+        if document["kind"] == "Table":
+            document["spec"]["topicName"] = target
+    if stateless:  # each line, keyed by itself, to a Topic
+        documents.insert(
+            0,
+            {
+                "apiVersion": "rillet.io/v1alpha1",
+                "kind": "Topic",
+                "metadata": {"name": "lines"},
+                "spec": {"partitions": 1, "topicName": target},
+            },
+        )
+        documents[-1]["spec"]["pipeline"] = {"sql": "SELECT value AS line FROM sentences"}
+        documents[-1]["spec"]["outputs"] = [{"topicRef": {"name": "lines"}, "keyColumns": ["line"]}]
+    return documents
+
+
+def spark_worker(args: argparse.Namespace) -> None:
+    """In a process of its own: run the App once, print its figures as JSON."""
+    from rillet.devstack import spark as devspark
+    from rillet.reconcile import apprun
+    from rillet.runtime import commands, driving
+
+    documents = app_manifest(source=args.source, target=args.target, stateless=args.stateless)
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers=args.bootstrap, checkpoint_location=args.checkpoint
+    )
+    catch_up = args.trigger == "available-now"
+    trigger = apprun.TriggerSpec(
+        available_now=catch_up,
+        processing_time_ms=TRIGGER_MS if args.trigger == "processing-time" else None,
+        real_time_ms=300_000 if args.trigger == "real-time" else None,
+    )
+    spec = spec.model_copy(
+        update={
+            "trigger": trigger,
+            "shuffle_partitions": int(args.partitions),
+            "max_offsets_per_trigger": MAX_OFFSETS if catch_up else None,
+        }
+    )
+    jars = [str(jar) for jar in devspark.connector_jars()]
+    options = driving.RunOptions(
+        master=args.master, spark_conf=commands.local_spark_conf(jars=jars, master=args.master)
+    )
+    spark = driving.build_session(spec, options)
+    spark.range(1).collect()  # the JVM and executors are up before the clock starts
+    batches: list[Any] = []
+    driver = driving.Driver(spark, spec, on_batch=[batches.append])
+    started = time.monotonic()
+    driver.start()
+    if catch_up:
+        driver.wait()
+        seconds = time.monotonic() - started
+        driver.stop()
+        later = [b for b in batches if b.batch_id > 0 and b.input_rows]  # after the warm-up
+        steady = sum(b.input_rows for b in later) / max(
+            sum(b.duration_seconds for b in later), 1e-9
+        )
+        print(json.dumps({"seconds": seconds, "steady": steady}), flush=True)
+    else:
+        print(json.dumps({"ready": True}), flush=True)
+        sys.stdin.read()  # until the benchmark closes our stdin
+        driver.stop(timeout=10)
+    spark.stop()
+
+
+def run_worker(bootstrap: str, *args: str) -> dict[str, Any]:
+    command = [sys.executable, __file__, "spark-worker", "--bootstrap", bootstrap, *args]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"spark worker failed: {result.stderr[-3000:]}")
+    figures: dict[str, Any] = json.loads(lines[-1])
+    return figures
+
+
+def bench_spark(bootstrap: str, source: str, master: str, workdir: Path) -> tuple[float, float]:
+    """Records/s of the word-count App over the whole topic, and over its batches after the
+    first (which also warms up the JVM's JIT, code generation and Kafka connections)."""
+    table = create_topic(
+        bootstrap,
+        f"bench.counts.{uuid.uuid4().hex[:8]}",
+        PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
+    figures = run_worker(
+        bootstrap,
+        "--master",
+        master,
+        "--source",
+        source,
+        "--target",
+        table,
+        "--checkpoint",
+        str(workdir / uuid.uuid4().hex),
+        "--trigger",
+        "available-now",
+        "--partitions",
+        str(PARTITIONS),
+    )
+    return RECORDS / float(figures["seconds"]), float(figures["steady"])
+
+
+# (b) plain confluent-kafka --------------------------------------------------------------------
+
+
+def bench_plain(bootstrap: str, source: str) -> float:
+    """Records/s of consume -> count -> produce in one Python process."""
+    table = create_topic(
+        bootstrap,
+        f"bench.plain.{uuid.uuid4().hex[:8]}",
+        PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench.{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(source, p, 0) for p in range(PARTITIONS)])
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    counts: Counter[str] = Counter()
+    seen, started = 0, None
+    deadline = time.monotonic() + 600
+    while seen < RECORDS and time.monotonic() < deadline:
+        messages = consumer.consume(num_messages=10_000, timeout=1.0)
+        if started is None and messages:
+            started = time.monotonic()
+        changed: set[str] = set()
+        for message in messages:
+            for word in SPLIT.split((message.value() or b"").decode().lower()):
+                if word:
+                    counts[word] += 1
+                    changed.add(word)
+        for word in changed:
+            producer.produce(
+                table, key=word, value=json.dumps({"word": word, "count": counts[word]})
+            )
+        producer.poll(0)
+        if messages:
+            consumer.commit(asynchronous=True)
+        seen += len(messages)
+    producer.flush(60)
+    elapsed = time.monotonic() - (started or time.monotonic())
+    consumer.close()
+    return seen / elapsed
+
+
+# (c) Faust ------------------------------------------------------------------------------------
+
+FAUST_APP = """
+import os, re, time
+import faust
+
+TOPIC, N = os.environ["BENCH_TOPIC"], int(os.environ["BENCH_RECORDS"])
+app = faust.App(os.environ["BENCH_APP"], broker="kafka://" + os.environ["BENCH_BOOTSTRAP"],
+                store="memory://", topic_partitions=int(os.environ["BENCH_PARTITIONS"]),
+                web_enabled=False)
+lines = app.topic(TOPIC, value_type=bytes, value_serializer="raw")
+counts = app.Table("counts", default=int)
+state = {"n": 0, "t0": None}
+split = re.compile("[^a-z0-9]+")
+
+@app.agent(lines)
+async def count(stream):
+    async for line in stream:
+        if state["t0"] is None:
+            state["t0"] = time.monotonic()
+        for word in split.split(line.decode().lower()):
+            if word:
+                counts[word] += 1
+        state["n"] += 1
+        if state["n"] >= N:
+            with open(os.environ["BENCH_RESULT"], "w") as result:
+                result.write(str(N / (time.monotonic() - state["t0"])))
+            os._exit(0)
+"""
+
+
+def bench_faust(bootstrap: str, source: str, workdir: Path) -> float:
+    """Records/s of a Faust worker counting words into a Faust Table."""
+    module = workdir / "faust_wordcount.py"
+    module.write_text(FAUST_APP)
+    env = {
+        **os.environ,
+        "BENCH_TOPIC": source,
+        "BENCH_RECORDS": str(FAUST_RECORDS),
+        "BENCH_APP": f"bench-faust-{uuid.uuid4().hex[:8]}",
+        "BENCH_BOOTSTRAP": bootstrap,
+        "BENCH_PARTITIONS": str(PARTITIONS),
+        "BENCH_RESULT": str(workdir / "faust-result"),
+    }
+    faust = Path(sys.executable).with_name("faust")
+    result = subprocess.run(
+        [
+            str(faust),
+            "-A",
+            "faust_wordcount",
+            "--datadir",
+            str(workdir / uuid.uuid4().hex),
+            "worker",
+            "-l",
+            "error",
+        ],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    written = workdir / "faust-result"
+    if not written.exists():
+        raise RuntimeError(f"faust failed: {(result.stdout + result.stderr)[-3000:]}")
+    rate = float(written.read_text())
+    written.unlink()
+    return rate
+
+
+# (d) ConsumerPerformance ----------------------------------------------------------------------
+
+
+def bench_consumer_performance(bootstrap: str, source: str) -> float:
+    """Kafka's own consumer: fetch.nMsg.sec over the whole topic."""
+    from rillet.devstack import provisioning
+
+    libs = provisioning.KAFKA.directory / "libs"
+    result = subprocess.run(
+        [
+            "java",
+            "-Xmx512m",
+            "-cp",
+            f"{libs}/*",
+            "org.apache.kafka.tools.ConsumerPerformance",
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            source,
+            "--messages",
+            str(RECORDS),
+            "--timeout",
+            "60000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    rows = [line for line in result.stdout.splitlines() if line and line[0].isdigit()]
+    header = [line for line in result.stdout.splitlines() if line.startswith("start.time")]
+    if not rows or not header:
+        raise RuntimeError(f"ConsumerPerformance failed: {result.stdout}{result.stderr[-2000:]}")
+    fields = dict(
+        zip(
+            [h.strip() for h in header[0].split(",")],
+            [v.strip() for v in rows[-1].split(",")],
+            strict=True,
+        )
+    )
+    return float(fields["fetch.nMsg.sec"])
+
+
+# Latency --------------------------------------------------------------------------------------
+
+
+def measure_latency(bootstrap: str, *, trigger: str, stateless: bool) -> tuple[float, float, int]:
+    """p50 and p99 (ms) from producing a record to reading its result, and the sample count."""
+    partitions = 1 if stateless else 2  # real-time mode needs a core per partition
+    source = create_topic(bootstrap, f"bench.lat.{uuid.uuid4().hex[:8]}", partitions)
+    target = create_topic(
+        bootstrap,
+        f"bench.latout.{uuid.uuid4().hex[:8]}",
+        partitions,
+        **({} if stateless else {"cleanup.policy": "compact"}),
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        command = [
+            sys.executable,
+            __file__,
+            "spark-worker",
+            "--bootstrap",
+            bootstrap,
+            "--master",
+            "local[2]",
+            "--source",
+            source,
+            "--target",
+            target,
+            "--checkpoint",
+            checkpoint,
+            "--trigger",
+            trigger,
+            "--partitions",
+            str(partitions),
+            *(["--stateless"] if stateless else []),
+        ]
+        worker = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        try:
+            assert worker.stdout is not None
+            for line in worker.stdout:
+                if line.startswith("{"):
+                    break
+            return _latencies(bootstrap, source, target, partitions=partitions)
+        finally:
+            assert worker.stdin is not None
+            worker.stdin.close()
+            worker.wait(timeout=120)
+
+
+def _latencies(
+    bootstrap: str, source: str, target: str, *, partitions: int
+) -> tuple[float, float, int]:
+    """Produce unique words at LATENCY_RATE; time until each one's result is read."""
+    sent: dict[str, float] = {}
+    latencies: list[float] = []
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench.{uuid.uuid4().hex}",
+            "fetch.wait.max.ms": 5,
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(target, p, OFFSET_END) for p in range(partitions)])
+    consumer.consume(timeout=1.0)  # the assignment takes effect
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            for message in consumer.consume(num_messages=100, timeout=0.1):
+                received = time.monotonic()
+                key = (message.key() or b"").decode()  # the word, or the line
+                if key in sent:
+                    latencies.append((received - sent.pop(key)) * 1000)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    warmup = 10 * LATENCY_RATE  # JIT and caches warm up first
+    for index in range(LATENCY_SECONDS * LATENCY_RATE + warmup):
+        word = f"lat{index}x{uuid.uuid4().hex[:6]}"
+        producer.produce(source, value=word)
+        producer.poll(0)
+        if index >= warmup:
+            sent[word] = time.monotonic()
+        time.sleep(1 / LATENCY_RATE)
+    producer.flush(10)
+    deadline = time.monotonic() + 30
+    while sent and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    reader.join(timeout=5)
+    consumer.close()
+    if len(latencies) < 10:
+        raise RuntimeError(f"only {len(latencies)} results arrived")
+    ordered = sorted(latencies)
+    return statistics.median(ordered), ordered[int(0.99 * (len(ordered) - 1))], len(ordered)
+
+
+# Main -----------------------------------------------------------------------------------------
+
+
+def median_of(label: str, measure: Any) -> float:
+    values = []
+    for attempt in range(REPEATS):
+        value = float(measure())
+        values.append(value)
+        print(f"  {label} run {attempt + 1}: {value:,.0f} records/s", flush=True)
+    return statistics.median(values)
+
+
+def median_pair(label: str, measure: Any) -> tuple[float, float]:
+    """Medians of (whole run, steady state) records/s."""
+    runs = []
+    for attempt in range(REPEATS):
+        whole, steady = measure()
+        runs.append((whole, steady))
+        print(
+            f"  {label} run {attempt + 1}: {whole:,.0f} records/s whole run, "
+            f"{steady:,.0f} after the first batch",
+            flush=True,
+        )
+    return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    worker = sub.add_parser("spark-worker")
+    for option in (
+        "--bootstrap",
+        "--master",
+        "--source",
+        "--target",
+        "--checkpoint",
+        "--trigger",
+        "--partitions",
+    ):
+        worker.add_argument(option, required=True)
+    worker.add_argument("--stateless", action="store_true")
+    parser.add_argument("--records", type=int, default=RECORDS, help="input lines")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per figure")
+    parser.add_argument("--only", choices=["throughput", "latency"], help="one part only")
+    args = parser.parse_args()
+    if args.command == "spark-worker":
+        spark_worker(args)
+        return
+    globals().update(RECORDS=args.records, REPEATS=args.repeats)
+    run_benchmark(only=args.only)
+
+
+def run_benchmark(*, only: str | None = None) -> None:
+    bootstrap = bootstrap_servers()
+    if only != "latency":
+        throughput(bootstrap)
+    if only != "throughput":
+        report_latency(*latencies(bootstrap))
+
+
+def throughput(bootstrap: str) -> None:
+    source = create_topic(bootstrap, f"bench.sentences.{uuid.uuid4().hex[:8]}", PARTITIONS)
+    print(f"producing {RECORDS:,} lines into {source} ({PARTITIONS} partitions) ...", flush=True)
+    produce_lines(bootstrap, source, RECORDS)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        spark1 = median_pair(
+            "(a) Spark local[1]", lambda: bench_spark(bootstrap, source, "local[1]", workdir)
+        )
+        spark2 = median_pair(
+            "(a) Spark local[2]", lambda: bench_spark(bootstrap, source, "local[2]", workdir)
+        )
+        plain = median_of("(b) confluent-kafka loop", lambda: bench_plain(bootstrap, source))
+        faust = median_of("(c) Faust", lambda: bench_faust(bootstrap, source, workdir))
+        ceiling = median_of(
+            "(d) ConsumerPerformance", lambda: bench_consumer_performance(bootstrap, source)
+        )
+    report(spark1=spark1, spark2=spark2, plain=plain, faust=faust, ceiling=ceiling)
+
+
+Latency = tuple[float, float, int]
+
+
+def latencies(bootstrap: str) -> tuple[Latency, Latency | str]:
+    print("latency: processing-time trigger (word count into a Table) ...", flush=True)
+    micro = measure_latency(bootstrap, trigger="processing-time", stateless=False)
+    print("latency: real-time mode (stateless, topic to topic) ...", flush=True)
+    try:
+        real_time: Latency | str = measure_latency(bootstrap, trigger="real-time", stateless=True)
+    except Exception as error:  # the failure is reported as the figure
+        real_time = f"failed: {error}"
+    return micro, real_time
+
+
+def report(
+    *,
+    spark1: tuple[float, float],
+    spark2: tuple[float, float],
+    plain: float,
+    faust: float,
+    ceiling: float,
+) -> None:
+    """The throughput table and the ratios the issue asks for (per core, whole run)."""
+    rows = [
+        ("(a) Rillet App local[1]", spark1[0], spark1[0], f"steady {spark1[1]:,.0f}/s"),
+        (
+            "(a) Rillet App local[2]",
+            spark2[0],
+            spark2[0] / 2,
+            f"steady {spark2[1]:,.0f}/s, {spark2[1] / 2:,.0f}/s per core",
+        ),
+        ("(b) confluent-kafka loop", plain, plain, ""),
+        ("(c) Faust worker", faust, faust, f"{FAUST_RECORDS:,} records"),
+        ("(d) ConsumerPerformance", ceiling, ceiling, "the ceiling: fetch rate, 1 consumer"),
+    ]
+    print()
+    print(
+        f"Word count over {RECORDS:,} lines, {PARTITIONS} partitions, batches of "
+        f"{MAX_OFFSETS:,}, median of {REPEATS} runs (2 cores shared with the broker)"
+    )
+    print(f"{'':28}{'records/s':>12}{'per core':>12}")
+    for label, rate, per_core, note in rows:
+        print(f"{label:<28}{rate:>12,.0f}{per_core:>12,.0f}  {note}")
+    for name, per_core in (("local[1]", spark1[0]), ("local[2]", spark2[0] / 2)):
+        print(
+            f"{name}: (a)/(c) = {per_core / faust:.1f}x (target >= 5x), "
+            f"(a)/(d) = {per_core / ceiling:.0%} (target >= 30%)"
+        )
+    for name, per_core in (("local[1]", spark1[1]), ("local[2]", spark2[1] / 2)):
+        print(
+            f"{name} steady state: (a)/(c) = {per_core / faust:.1f}x, "
+            f"(a)/(d) = {per_core / ceiling:.0%}"
+        )
+
+
+def report_latency(micro: Latency, real_time: Latency | str) -> None:
+    print(
+        f"latency, processing-time trigger {TRIGGER_MS} ms, produce -> Table update: "
+        f"p50 {micro[0]:.0f} ms, p99 {micro[1]:.0f} ms ({micro[2]} records; target p99 <= 1 s)"
+    )
+    if isinstance(real_time, str):
+        print(f"latency, real-time mode: {real_time}")
+    else:
+        print(
+            f"latency, real-time mode, stateless produce -> output: p50 {real_time[0]:.0f} ms, "
+            f"p99 {real_time[1]:.0f} ms ({real_time[2]} records; target p99 <= 100 ms)"
+        )
+
+
+if __name__ == "__main__":
+    main()

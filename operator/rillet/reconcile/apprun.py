@@ -1,0 +1,470 @@
+"""Resolve an App and the Topics and Tables it names into the run spec its Spark driver executes.
+
+This is a purely computational module: no I/O, no pyspark. The operator builds a `RunSpec` from
+the objects it observes in the cluster and hands it to the driver as JSON; `rillet run` builds it
+from a multi-document YAML file holding the App and its Topics and Tables. Either way the driver
+only ever sees Kafka names, formats, schemas and numbers, never object references.
+
+Naming decisions made here, in one place:
+- the consumer group an App commits its processed offsets to is `rillet.<namespace>.<app>`;
+- every output has a stable id (`table-<name>` or `topic-<name>`, plus `-<from>` when it names a
+  result), which names its streaming query and its checkpoint sub-directory, so reordering the
+  outputs of an App never mixes up checkpoints;
+- `spark.sql.shuffle.partitions` (the number of state-store partitions of a stateful query) is the
+  App's own sparkConf value when given, else the largest partition count of its output Tables,
+  else of its input Topics. Spark freezes it in the checkpoint: changing it later has no effect
+  until the checkpoint is discarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rillet.api.v1alpha1 import apps, fields, kinds, objects, tables, topics
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+DEFAULT_SHUFFLE_PARTITIONS = 8
+DEFAULT_NAMESPACE = "default"
+# A window is kept, accepting late records, this long after it starts unless the Table says.
+DEFAULT_WINDOW_EXPIRY_MS = 24 * 3_600_000
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WindowSpec(_Frozen):
+    """A Table's time window, in milliseconds."""
+
+    type: tables.WindowType
+    size_ms: int
+    step_ms: int | None = None
+    expiry_ms: int
+
+
+class InputSpec(_Frozen):
+    """One view of the pipeline: a Kafka topic read as a stream, or a Table read as its state."""
+
+    name: str = Field(description="Name of the view (and of the DataFrame given to Python).")
+    kind: Literal["topic", "table"]
+    topic: str = Field(description="Kafka topic read (a Table's changelog topic for tables).")
+    format: fields.Format = Field(description="Encoding of the record values.")
+    value_schema: str | None = Field(default=None, description="Spark DDL of json values.")
+    starting_offsets: apps.StartingOffsets = "latest"
+    key_format: fields.Format = Field(default="string", description="Encoding of record keys.")
+    window: WindowSpec | None = None
+    broadcast: bool = Field(default=False, description="A global Table: broadcast in joins.")
+    partitions: int | None = Field(default=None, description="Partitions, when known.")
+
+
+class OutputSpec(_Frozen):
+    """One streaming query: a result of the pipeline written to a Topic or upserted to a Table."""
+
+    id: str = Field(description="Stable id: names the query and its checkpoint directory.")
+    kind: Literal["topic", "table"]
+    topic: str
+    result: str | None = Field(default=None, description="The result (view) to write.")
+    key_columns: tuple[str, ...] = ()
+    value_columns: tuple[str, ...] | None = None
+    mode: apps.OutputMode
+    key_format: fields.Format = "string"
+    value_format: fields.Format = "json"
+    window: WindowSpec | None = None
+
+
+class PipelineSpec(_Frozen):
+    """The pipeline: Spark SQL statements, or a Python "module:function"."""
+
+    sql: str | None = None
+    python: str | None = None
+
+
+class TriggerSpec(_Frozen):
+    """When micro-batches run; all unset means back to back."""
+
+    processing_time_ms: int | None = None
+    available_now: bool = False
+    real_time_ms: int | None = None
+
+
+class RunSpec(_Frozen):
+    """Everything the driver of one App needs, with every reference resolved."""
+
+    app: str
+    namespace: str
+    consumer_group: str
+    bootstrap_servers: str
+    kafka_config: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra Kafka client settings (security), for Spark and confluent-kafka.",
+    )
+    checkpoint_location: str
+    inputs: tuple[InputSpec, ...]
+    pipeline: PipelineSpec
+    outputs: tuple[OutputSpec, ...]
+    dead_letter_topic: str | None = None
+    trigger: TriggerSpec = TriggerSpec()
+    shuffle_partitions: int
+    spark_conf: dict[str, str] = Field(default_factory=dict)
+    max_offsets_per_trigger: int | None = None
+
+    @property
+    def stream_inputs(self) -> tuple[InputSpec, ...]:
+        """The inputs read as streams (topics), in order."""
+        return tuple(i for i in self.inputs if i.kind == "topic")
+
+
+class UnresolvedError(ValueError):
+    """The App names objects that are not there (all of them are listed)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def consumer_group(*, namespace: str, app: str) -> str:
+    """The Kafka consumer group an App commits its processed offsets to."""
+    return f"rillet.{namespace}.{app}"
+
+
+def topic_name(resource: topics.Topic | tables.Table) -> str:
+    """The Kafka topic of a Topic or Table: spec.topicName, else metadata.name."""
+    return resource.spec.topic_name or str(resource.metadata.name)
+
+
+def build_window(window: tables.Window | None) -> WindowSpec | None:
+    """A Table window in milliseconds, with the default expiry filled in."""
+    if window is None:
+        return None
+    size = _ms(window.size)
+    expiry = _ms(window.expiry) if window.expiry else max(size, DEFAULT_WINDOW_EXPIRY_MS)
+    step = _ms(window.step) if window.step else None
+    return WindowSpec(type=window.type, size_ms=size, step_ms=step, expiry_ms=expiry)
+
+
+def _ms(duration: str) -> int:
+    return int(fields.parse_duration(duration).total_seconds() * 1000)
+
+
+def missing_references(
+    app: apps.App,
+    *,
+    topics_by_name: Mapping[str, topics.Topic],
+    tables_by_name: Mapping[str, tables.Table],
+) -> list[str]:
+    """What the App refers to but is not among the given objects, as readable phrases."""
+    spec = app.spec
+    wanted: list[tuple[str, str]] = [
+        *(("Topic", i.topic_ref.name) for i in spec.inputs if i.topic_ref),
+        *(("Table", i.table_ref.name) for i in spec.inputs if i.table_ref),
+        *(("Topic", o.topic_ref.name) for o in spec.outputs if o.topic_ref),
+        *(("Table", o.table_ref.name) for o in spec.outputs if o.table_ref),
+    ]
+    if spec.dead_letter_topic and spec.dead_letter_topic.topic_ref:
+        wanted.append(("Topic", spec.dead_letter_topic.topic_ref.name))
+    known = {"Topic": topics_by_name, "Table": tables_by_name}
+    missing = dict.fromkeys(f"{kind} {name}" for kind, name in wanted if name not in known[kind])
+    return [f"{item} not found" for item in missing]
+
+
+def build_input(
+    item: apps.Input,
+    *,
+    topics_by_name: Mapping[str, topics.Topic],
+    tables_by_name: Mapping[str, tables.Table],
+) -> InputSpec:
+    """An input with its Kafka topic, format and schema resolved."""
+    if item.table_ref is not None:
+        return _table_input(item, tables_by_name[item.table_ref.name])
+    if item.topic_ref is not None:
+        topic = topics_by_name[item.topic_ref.name]
+        name, partitions = topic_name(topic), topic.spec.partitions
+    else:
+        assert item.external is not None  # the model admits exactly one of the three
+        name, partitions = item.external.topic_name, None
+    return InputSpec(
+        name=item.name,
+        kind="topic",
+        topic=name,
+        format=item.format or "json",
+        value_schema=item.schema_,
+        starting_offsets=item.starting_offsets,
+        partitions=partitions,
+    )
+
+
+def _table_input(item: apps.Input, table: tables.Table) -> InputSpec:
+    value_format = item.format or table.spec.value_format
+    schema = item.schema_ or table.spec.value_schema
+    if value_format == "json" and schema is None:
+        raise UnresolvedError(
+            [
+                f"input {item.name}: Table {table.metadata.name} has no valueSchema; give the "
+                f"input a schema"
+            ]
+        )
+    return InputSpec(
+        name=item.name,
+        kind="table",
+        topic=topic_name(table),
+        format=value_format,
+        value_schema=schema if value_format == "json" else None,
+        starting_offsets="earliest",
+        key_format=table.spec.key_format,
+        window=build_window(table.spec.window),
+        broadcast=table.spec.global_,
+        partitions=table.spec.partitions,
+    )
+
+
+def build_output(
+    item: apps.Output,
+    *,
+    topics_by_name: Mapping[str, topics.Topic],
+    tables_by_name: Mapping[str, tables.Table],
+) -> OutputSpec:
+    """An output with its Kafka topic, encodings and mode resolved."""
+    keys = tuple(item.key_columns or ())
+    values = tuple(item.value_columns) if item.value_columns else None
+    suffix = f"-{item.from_}" if item.from_ else ""
+    if item.table_ref is not None:
+        table = tables_by_name[item.table_ref.name]
+        window = build_window(table.spec.window)
+        return OutputSpec(
+            id=f"table-{item.table_ref.name}{suffix}",
+            kind="table",
+            topic=topic_name(table),
+            result=item.from_,
+            key_columns=keys,
+            value_columns=values,
+            mode="upsert",
+            key_format=_key_format(table.spec.key_format, keys, windowed=window is not None),
+            value_format=table.spec.value_format,
+            window=window,
+        )
+    assert item.topic_ref is not None  # the model admits exactly one of the two
+    return OutputSpec(
+        id=f"topic-{item.topic_ref.name}{suffix}",
+        kind="topic",
+        topic=topic_name(topics_by_name[item.topic_ref.name]),
+        result=item.from_,
+        key_columns=keys,
+        value_columns=values,
+        mode=item.mode or "append",
+        key_format=_key_format("string", keys, windowed=False),
+    )
+
+
+def _key_format(declared: fields.Format, keys: tuple[str, ...], *, windowed: bool) -> fields.Format:
+    """Several key columns, or a window in the key, are always JSON-encoded."""
+    return "json" if len(keys) > 1 or windowed else declared
+
+
+def build_trigger(trigger: apps.Trigger | None) -> TriggerSpec:
+    """The App's trigger in milliseconds."""
+    if trigger is None:
+        return TriggerSpec()
+    return TriggerSpec(
+        processing_time_ms=_ms(trigger.processing_time) if trigger.processing_time else None,
+        available_now=bool(trigger.available_now),
+        real_time_ms=_ms(trigger.real_time) if trigger.real_time else None,
+    )
+
+
+def derive_shuffle_partitions(
+    *,
+    spark_conf: Mapping[str, str],
+    inputs: Iterable[InputSpec],
+    output_tables: Iterable[tables.Table],
+) -> int:
+    """State partitions: sparkConf, else the largest output Table, else the largest input Topic."""
+    if SHUFFLE_PARTITIONS in spark_conf:
+        return int(spark_conf[SHUFFLE_PARTITIONS])
+    table_partitions = [t.spec.partitions for t in output_tables if t.spec.partitions]
+    if table_partitions:
+        return max(table_partitions)
+    topic_partitions = [i.partitions for i in inputs if i.kind == "topic" and i.partitions]
+    return max(topic_partitions, default=DEFAULT_SHUFFLE_PARTITIONS)
+
+
+def build_run_spec(
+    app: apps.App,
+    *,
+    topics_by_name: Mapping[str, topics.Topic],
+    tables_by_name: Mapping[str, tables.Table],
+    bootstrap_servers: str,
+    checkpoint_location: str | None = None,
+    namespace: str | None = None,
+    kafka_config: Mapping[str, str] | None = None,
+) -> RunSpec:
+    """The run spec of `app`; raises UnresolvedError naming every missing object.
+
+    `checkpoint_location` is where the operator (or `rillet run`) keeps the App's checkpoint when
+    the App does not say; the App's own `checkpoint.location` wins. `namespace`, when given,
+    wins over metadata.namespace (which a manifest file often leaves out).
+    """
+    problems = missing_references(app, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
+    if problems:
+        raise UnresolvedError(problems)
+    spec, name = app.spec, str(app.metadata.name)
+    namespace = namespace or app.metadata.namespace or DEFAULT_NAMESPACE
+    location = spec.checkpoint.location if spec.checkpoint else checkpoint_location
+    if location is None:
+        raise UnresolvedError([f"App {name}: no checkpoint location (set spec.checkpoint)"])
+    inputs = tuple(
+        build_input(i, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
+        for i in spec.inputs
+    )
+    outputs = tuple(
+        build_output(o, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
+        for o in spec.outputs
+    )
+    _check_unique_outputs(outputs)
+    spark_conf = dict(spec.spark_conf or {})
+    return RunSpec(
+        app=name,
+        namespace=namespace,
+        consumer_group=consumer_group(namespace=namespace, app=name),
+        bootstrap_servers=bootstrap_servers,
+        kafka_config=dict(kafka_config or {}),
+        checkpoint_location=location,
+        inputs=inputs,
+        pipeline=PipelineSpec(
+            sql=spec.pipeline.sql,
+            python=spec.pipeline.python.entrypoint if spec.pipeline.python else None,
+        ),
+        outputs=outputs,
+        dead_letter_topic=_dead_letter_topic(spec, topics_by_name),
+        trigger=build_trigger(spec.trigger),
+        shuffle_partitions=derive_shuffle_partitions(
+            spark_conf=spark_conf,
+            inputs=inputs,
+            output_tables=[tables_by_name[o.table_ref.name] for o in spec.outputs if o.table_ref],
+        ),
+        spark_conf=spark_conf,
+    )
+
+
+def _check_unique_outputs(outputs: tuple[OutputSpec, ...]) -> None:
+    ids = [o.id for o in outputs]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise UnresolvedError([f"outputs write the same result twice to {', '.join(repeated)}"])
+
+
+def _dead_letter_topic(
+    spec: apps.AppSpec, topics_by_name: Mapping[str, topics.Topic]
+) -> str | None:
+    dead_letter = spec.dead_letter_topic
+    if dead_letter is None:
+        return None
+    if dead_letter.topic_ref is not None:
+        return topic_name(topics_by_name[dead_letter.topic_ref.name])
+    return dead_letter.topic_name
+
+
+class Manifests(_Frozen):
+    """The Rillet objects of a set of manifests, by kind and name."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    apps: dict[str, apps.App]
+    topics: dict[str, topics.Topic]
+    tables: dict[str, tables.Table]
+
+
+def parse_manifests(documents: Iterable[Mapping[str, Any]]) -> Manifests:
+    """The Apps, Topics and Tables among `documents` (parsed YAML), validated.
+
+    Objects of other API groups (a ConfigMap in the same file, say) are ignored.
+    """
+    resources = [kinds.parse(d) for d in documents if d and _is_rillet(d)]
+    return Manifests(
+        apps={str(r.metadata.name): r for r in resources if isinstance(r, apps.App)},
+        topics={str(r.metadata.name): r for r in resources if isinstance(r, topics.Topic)},
+        tables={str(r.metadata.name): r for r in resources if isinstance(r, tables.Table)},
+    )
+
+
+def build_run_spec_from_manifests(
+    documents: Iterable[Mapping[str, Any]],
+    *,
+    bootstrap_servers: str,
+    app_name: str | None = None,
+    checkpoint_location: str | None = None,
+    namespace: str | None = None,
+    kafka_config: Mapping[str, str] | None = None,
+) -> RunSpec:
+    """The run spec of the App among `documents` (parsed YAML manifests of Apps, Topics, Tables).
+
+    With several Apps in the documents, `app_name` picks one.
+    """
+    found = parse_manifests(documents)
+    return build_run_spec(
+        pick_app(found, app_name),
+        topics_by_name=found.topics,
+        tables_by_name=found.tables,
+        bootstrap_servers=bootstrap_servers,
+        checkpoint_location=checkpoint_location,
+        namespace=namespace,
+        kafka_config=kafka_config,
+    )
+
+
+def table_in(documents: Iterable[Mapping[str, Any]], name: str) -> tables.Table:
+    """The Table called `name` among `documents`; a ValueError lists the Tables otherwise."""
+    found = parse_manifests(documents).tables
+    if name not in found:
+        raise ValueError(f"no Table {name!r} in the manifests (Tables: {', '.join(found) or '-'})")
+    return found[name]
+
+
+def _is_rillet(document: Mapping[str, Any]) -> bool:
+    return str(document.get("apiVersion", "")).startswith(f"{objects.GROUP}/")
+
+
+def pick_app(found: Manifests, name: str | None) -> apps.App:
+    """The App called `name`, or the only App; a ValueError says what to pass otherwise."""
+    names = list(found.apps)
+    if name is not None:
+        if name not in found.apps:
+            raise ValueError(f"no App {name!r} in the manifests (Apps: {', '.join(names) or '-'})")
+        return found.apps[name]
+    if len(names) != 1:
+        raise ValueError(
+            f"the manifests hold {len(names)} Apps ({', '.join(names)}): name one with --app"
+            if names
+            else "the manifests hold no App"
+        )
+    return found.apps[names[0]]
+
+
+def build_spark_conf(spec: RunSpec) -> dict[str, str]:
+    """The Spark settings the App's driver runs with (besides master, jars and deploy settings).
+
+    RocksDB with changelog checkpointing keeps large state off the JVM heap and uploads only the
+    changes at each batch. The App's sparkConf comes last and wins (it cannot name the keys Rillet
+    reserves: the API refuses them).
+    """
+    return {
+        "spark.app.name": consumer_group(namespace=spec.namespace, app=spec.app),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+        "spark.sql.session.timeZone": "UTC",
+        **spec.spark_conf,
+        SHUFFLE_PARTITIONS: str(spec.shuffle_partitions),
+    }
+
+
+def output_checkpoint(spec: RunSpec, output: OutputSpec) -> str:
+    """Checkpoint directory of an output's query."""
+    return f"{spec.checkpoint_location.rstrip('/')}/outputs/{output.id}"
+
+
+def dead_letter_checkpoint(spec: RunSpec, item: InputSpec) -> str:
+    """Checkpoint directory of the query routing an input's bad records to the dead-letter topic."""
+    return f"{spec.checkpoint_location.rstrip('/')}/dead-letters/{item.name}"

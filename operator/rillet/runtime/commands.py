@@ -1,0 +1,260 @@
+"""The runtime's commands: `rillet run` (an App on local Spark) and `rillet table get`.
+
+`register(app)` adds them to the `rillet` command line. pyspark is imported only inside
+`rillet run`, never when this module is imported: the operator image imports `rillet.cli` and
+has no pyspark.
+
+Spark needs its Kafka connector jars, which pyspark lacks. `rillet run` takes them from `--jars`
+or from the RILLET_SPARK_JARS environment variable (comma-separated paths); `rillet.cli` sets
+that variable from the local stack's cache (`rillet dev up` provisions the jars) when it is
+unset. The runtime never looks for jars itself (it must not depend on the local stack).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from rillet.api.v1alpha1 import fields
+from rillet.reconcile import apprun
+from rillet.runtime import tables
+
+JARS_ENV = "RILLET_SPARK_JARS"
+BOOTSTRAP_ENV = "RILLET_KAFKA_BOOTSTRAP"
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+BootstrapOption = Annotated[
+    str,
+    typer.Option(
+        "--bootstrap-servers",
+        "-b",
+        envvar=BOOTSTRAP_ENV,
+        help="Kafka bootstrap servers (host:port,...).",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` and `table get` to the `rillet` command line."""
+    app.command("run")(run_app)
+    table = typer.Typer(help="Read Tables from their compacted topics.", no_args_is_help=True)
+    table.command("get")(table_get)
+    app.add_typer(table, name="table")
+
+
+def load_manifests(path: Path) -> list[dict[str, Any]]:
+    """The YAML documents of a manifest file (empty documents left out)."""
+    with path.open(encoding="utf-8") as stream:
+        return [d for d in yaml.safe_load_all(stream) if isinstance(d, dict)]
+
+
+def parse_conf(pairs: list[str]) -> dict[str, str]:
+    """KEY=VALUE pairs as a dict; raises typer.BadParameter on a pair without '='."""
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
+        conf[key.strip()] = value
+    return conf
+
+
+def local_spark_conf(*, jars: list[str], master: str) -> dict[str, str]:
+    """Spark settings of a local `rillet run`: connector jars, quiet logs, no UI."""
+    conf = {
+        "spark.jars": ",".join(jars),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.log.level": "WARN",
+    }
+    if master.startswith("local"):
+        conf |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
+    return conf
+
+
+AppFile = Annotated[
+    Path,
+    typer.Argument(
+        exists=True,
+        dir_okay=False,
+        readable=True,
+        help="YAML file with the App, its Topics and Tables.",
+    ),
+]
+AppNameOption = Annotated[
+    str | None, typer.Option("--app", help="The App, if the file has several.")
+]
+NamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Namespace of the App (names its consumer group); default: the App's "
+        "metadata.namespace, else default."
+    ),
+]
+MasterOption = Annotated[str, typer.Option(help="Spark master.")]
+CheckpointOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Checkpoint directory; default: the App's checkpoint.location, else "
+        "./.rillet/checkpoints/<namespace>/<app>."
+    ),
+]
+MetricsPortOption = Annotated[
+    int | None, typer.Option(help="Serve Prometheus metrics on this port (0: any free port).")
+]
+MetricsHostOption = Annotated[str, typer.Option(help="Address the metrics endpoint binds.")]
+JarsOption = Annotated[
+    str | None, typer.Option(envvar=JARS_ENV, help="Spark-Kafka connector jars, comma-separated.")
+]
+ConfOption = Annotated[
+    list[str] | None, typer.Option("--conf", help="Extra Spark setting KEY=VALUE (repeatable).")
+]
+AvailableNowOption = Annotated[
+    bool, typer.Option(help="Process what the inputs hold now, then stop.")
+]
+MaxOffsetsOption = Annotated[int | None, typer.Option(min=1, help="Most records per micro-batch.")]
+
+
+def run_app(
+    app_yaml: AppFile,
+    bootstrap_servers: BootstrapOption,
+    app_name: AppNameOption = None,
+    namespace: NamespaceOption = None,
+    master: MasterOption = "local[2]",
+    checkpoint_dir: CheckpointOption = None,
+    metrics_port: MetricsPortOption = None,
+    metrics_host: MetricsHostOption = "127.0.0.1",
+    jars: JarsOption = None,
+    conf: ConfOption = None,
+    available_now: AvailableNowOption = False,
+    max_offsets_per_trigger: MaxOffsetsOption = None,
+) -> None:
+    """Run an App on local Spark until it ends or is stopped (SIGTERM or Ctrl-C: at a batch end)."""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    if not jars:
+        raise typer.BadParameter(
+            f"Spark needs the Kafka connector jars: pass --jars or set {JARS_ENV} "
+            f"(`rillet dev up` provisions them)",
+            param_hint="--jars",
+        )
+    documents = load_manifests(app_yaml)
+    try:
+        app = apprun.pick_app(apprun.parse_manifests(documents), app_name)
+        ns = namespace or app.metadata.namespace or apprun.DEFAULT_NAMESPACE
+        default_checkpoint = Path.cwd() / ".rillet" / "checkpoints" / ns / str(app.metadata.name)
+        spec = apprun.build_run_spec_from_manifests(
+            documents,
+            bootstrap_servers=bootstrap_servers,
+            app_name=app_name,
+            checkpoint_location=str(checkpoint_dir or default_checkpoint),
+            namespace=namespace,
+        )
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="APP_YAML") from None
+    overrides: dict[str, Any] = {}
+    if checkpoint_dir is not None:  # given on the command line: wins over the App's
+        overrides["checkpoint_location"] = str(checkpoint_dir)
+    if available_now:
+        overrides["trigger"] = apprun.TriggerSpec(available_now=True)
+    if max_offsets_per_trigger is not None:
+        overrides["max_offsets_per_trigger"] = max_offsets_per_trigger
+    spec = spec.model_copy(update=overrides)
+
+    from rillet.runtime import driving  # pyspark lives here: imported only to run
+
+    options = driving.RunOptions(
+        master=master,
+        spark_conf={
+            **local_spark_conf(jars=jars.split(","), master=master),
+            **parse_conf(conf or []),
+        },
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        python_path=[str(app_yaml.resolve().parent), str(Path.cwd())],
+    )
+    typer.echo(
+        f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}, "
+        f"consumer group {spec.consumer_group}",
+        err=True,
+    )
+    try:
+        driving.run(spec, options)
+    except driving.QueryFailedError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+TableArgument = Annotated[
+    str, typer.Argument(help="The Table (its name, or its topic with --topic).")
+]
+KeyArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The key: text for string keys, JSON for json keys (an object may give "
+        "some of the fields only)."
+    ),
+]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        "-f",
+        exists=True,
+        dir_okay=False,
+        help="YAML file defining the Table (for its topic and key format).",
+    ),
+]
+TopicOption = Annotated[
+    str | None, typer.Option(help="The Table's topic (default: from --file, else TABLE).")
+]
+KeyFormatOption = Annotated[
+    str | None, typer.Option(help="json, string or bytes (default: from --file, else string).")
+]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds to read the topic in.")]
+
+
+def table_get(
+    table: TableArgument,
+    key: KeyArgument,
+    bootstrap_servers: BootstrapOption,
+    file: FileOption = None,
+    topic: TopicOption = None,
+    key_format: KeyFormatOption = None,
+    timeout: TimeoutOption = 60.0,
+) -> None:
+    """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
+
+    One exact match prints its value; a partial JSON key prints `key<TAB>value` per match.
+    """
+    try:
+        declared = apprun.table_in(load_manifests(file), table) if file else None
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--file") from None
+    topic = topic or (apprun.topic_name(declared) if declared else table)
+    fmt = _key_format(key_format or (declared.spec.key_format if declared else "string"))
+    try:
+        latest = tables.latest_per_key(
+            tables.read_changelog(bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout)
+        )
+    except (LookupError, TimeoutError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    found = tables.lookup(latest, key, fmt)
+    if not found:
+        typer.echo(f"{table}: no key {key}", err=True)
+        raise typer.Exit(code=1)
+    exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
+    for entry in found:
+        value = (entry.value or b"").decode(errors="replace")
+        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
+
+
+def _key_format(text: str) -> fields.Format:
+    if text not in ("json", "string", "bytes"):
+        raise typer.BadParameter(f"{text!r}: use json, string or bytes", param_hint="--key-format")
+    return text  # type: ignore[return-value]  # checked just above

@@ -1,0 +1,261 @@
+"""The driver of one App: start its queries, report their progress, stop them cleanly.
+
+`Driver` wires the pieces: the inputs as views (`reading`), the pipeline (`pipelines`), one
+query per output and per dead-letter stream (`writing`), and a listener that, after every batch,
+commits the processed offsets to the App's consumer group (`committing`) and updates the
+Prometheus metrics (`metrics`). `run` is the whole life of a driver process: session, start,
+wait until the queries end, fail or a stop is asked for (SIGTERM, SIGINT), then stop each query
+at a batch boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from types import FrameType
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.query import StreamingQuery
+
+from rillet.reconcile import apprun
+from rillet.runtime import (
+    committing,
+    listening,
+    metrics,
+    options,
+    pipelines,
+    progress,
+    reading,
+    records,
+    writing,
+)
+
+log = logging.getLogger(__name__)
+
+_POLL_SECONDS = 0.25
+
+
+class QueryFailedError(RuntimeError):
+    """A query of the App stopped with an error."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How and where a driver runs (not part of the App): Spark master, extra conf, metrics."""
+
+    master: str | None = None
+    spark_conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int | None = None
+    python_path: Sequence[str] = ()
+    stop_timeout_seconds: float = 60.0
+
+
+def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession:
+    """The SparkSession of the App: its conf, plus the caller's (jars, master, UI...)."""
+    builder = SparkSession.builder
+    if run_options.master:
+        builder = builder.master(run_options.master)
+    for key, value in {**apprun.build_spark_conf(spec), **run_options.spark_conf}.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+class Driver:
+    """The running queries of one App in a SparkSession."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        spec: apprun.RunSpec,
+        *,
+        app_metrics: metrics.Metrics | None = None,
+        on_batch: Sequence[listening.BatchHandler] = (),
+    ) -> None:
+        self.spark = spark
+        self.spec = spec
+        self.metrics = app_metrics or metrics.Metrics(app=spec.app, namespace=spec.namespace)
+        self.started: list[writing.Started] = []
+        self.committer: committing.OffsetCommitter | None = None
+        self._extra_handlers = list(on_batch)
+        self._listener: listening.ProgressListener | None = None
+        self._handled: dict[str, int] = {}
+        self._handled_changed = threading.Condition()
+
+    def plan(self) -> tuple[list[tuple[apprun.OutputSpec, DataFrame]], dict[str, DataFrame]]:
+        """Build every DataFrame and check every output against its result, starting nothing."""
+        inputs = reading.read_inputs(self.spark, self.spec)
+        results = pipelines.run_pipeline(self.spark, self.spec.pipeline, inputs.views)
+        frames = [(output, results.get(output.result)) for output in self.spec.outputs]
+        for output, frame in frames:
+            records.build_record_exprs(output, frame.columns)  # raises on a misfit
+        return frames, inputs.bad_records
+
+    def start(self) -> None:
+        """Start every query of the App (nothing is started if the plan does not fit)."""
+        frames, bad_records = self.plan()
+        names = [options.query_name(self.spec, output.id) for output, _ in frames] + [
+            options.query_name(self.spec, writing.dead_letter_query_name(item))
+            for item in self.spec.stream_inputs
+            if item.name in bad_records
+        ]
+        self.committer = committing.OffsetCommitter(self.spec, queries=names)
+        self._listener = listening.ProgressListener(
+            [_only(set(names), handler) for handler in self._handlers()]
+        )
+        self.spark.streams.addListener(self._listener)
+        try:
+            for output, frame in frames:
+                self.started.append(writing.start_output(self.spec, output, frame))
+            for item in self.spec.stream_inputs:
+                if item.name in bad_records:
+                    self.started.append(
+                        writing.start_dead_letters(self.spec, item, bad_records[item.name])
+                    )
+        except Exception:
+            self.stop()
+            raise
+
+    def _handlers(self) -> list[listening.BatchHandler]:
+        committer, app_metrics = self.committer, self.metrics
+        assert committer is not None
+
+        def commit(batch: progress.BatchProgress) -> None:
+            app_metrics.on_commit(committer.on_batch(batch))
+
+        return [commit, app_metrics.on_batch, *self._extra_handlers, self._mark_handled]
+
+    def _mark_handled(self, batch: progress.BatchProgress) -> None:
+        with self._handled_changed:
+            self._handled[batch.query] = max(batch.batch_id, self._handled.get(batch.query, -1))
+            self._handled_changed.notify_all()
+
+    def _drain_listener(self, *, timeout: float) -> None:
+        """Wait until the listener has handled the last batch of every query (it lags behind)."""
+        last = {str(q.name): _last_batch(q) for q in self.queries}
+        with self._handled_changed:
+            self._handled_changed.wait_for(
+                lambda: all(self._handled.get(name, -1) >= batch for name, batch in last.items()),
+                timeout=timeout,
+            )
+
+    @property
+    def queries(self) -> list[StreamingQuery]:
+        """The App's running (or ended) queries."""
+        return [started.query for started in self.started]
+
+    def failure(self) -> str | None:
+        """The error of the first failed query, if any (a refused batch while stopping is none)."""
+        for query in self.queries:
+            error = None if query.isActive else query.exception()
+            if error is not None and writing.STOP_MARKER not in str(error):
+                return f"query {query.name} failed: {error}"
+        return None
+
+    def wait(self, stop: threading.Event | None = None) -> None:
+        """Until every query has ended or `stop` is set; raises QueryFailedError on a failure."""
+        while not (stop is not None and stop.is_set()):
+            failure = self.failure()
+            if failure is not None:
+                raise QueryFailedError(failure)
+            if not any(q.isActive for q in self.queries):
+                return
+            time.sleep(_POLL_SECONDS)
+
+    def stop(self, *, timeout: float = 60.0) -> None:
+        """Stop every query at a batch boundary: what a batch wrote is committed, nothing more.
+
+        Closing the gates first lets each query finish the batch it is writing and refuse the
+        next; once that batch is committed (its progress reported) the query is stopped, or after
+        `timeout`. Without a gate (real-time mode) the query is stopped at once.
+        """
+        deadline = time.monotonic() + timeout
+        written = [s.gate.close() if s.gate is not None else None for s in self.started]
+        for started, last_written in zip(self.started, written, strict=True):
+            query = started.query
+            while query.isActive and not _at_boundary(query, last_written):
+                if time.monotonic() > deadline:
+                    log.warning("query %s still busy after %ss: stopping it", query.name, timeout)
+                    break
+                time.sleep(0.02)
+            query.stop()
+        self._drain_listener(timeout=10)
+        self.close()
+
+    def close(self) -> None:
+        """Release the listener and the committer (queries stopped or not)."""
+        if self._listener is not None:
+            self.spark.streams.removeListener(self._listener)
+            self._listener = None
+        if self.committer is not None:
+            self.committer.close()
+            self.committer = None
+
+
+def _at_boundary(query: StreamingQuery, last_written: int | None) -> bool:
+    """Gated: the last written batch is committed. Not gated (real-time mode, whose one long
+    batch never ends on its own): at once, the epoch being written runs again on restart."""
+    if last_written is None:
+        return True
+    return _last_batch(query) >= last_written
+
+
+def _last_batch(query: StreamingQuery) -> int:
+    last = query.lastProgress
+    return -1 if last is None else int(last.batchId)
+
+
+def _only(names: set[str], handler: listening.BatchHandler) -> listening.BatchHandler:
+    """A handler that ignores batches of other Apps' queries in the same session."""
+
+    def handle(batch: progress.BatchProgress) -> None:
+        if batch.query in names:
+            handler(batch)
+
+    return handle
+
+
+@contextmanager
+def stop_on_signals(stop: threading.Event) -> Iterator[None]:
+    """Set `stop` on SIGTERM and SIGINT while inside (main thread only)."""
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        log.info(
+            "received %s: stopping at the end of the running batch", signal.Signals(signum).name
+        )
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def run(spec: apprun.RunSpec, run_options: RunOptions) -> None:
+    """A driver process: run the App until its queries end, one fails, or a signal stops it."""
+    sys.path[:0] = [p for p in run_options.python_path if p not in sys.path]
+    spark = build_session(spec, run_options)
+    driver = Driver(spark, spec)
+    stop = threading.Event()
+    try:
+        with stop_on_signals(stop):
+            if run_options.metrics_port is not None:
+                port = driver.metrics.serve(
+                    host=run_options.metrics_host, port=run_options.metrics_port
+                )
+                log.info("metrics on http://%s:%s/metrics", run_options.metrics_host, port)
+            driver.start()
+            log.info("App %s.%s running %d queries", spec.namespace, spec.app, len(driver.queries))
+            driver.wait(stop)
+    finally:
+        driver.stop(timeout=run_options.stop_timeout_seconds)
+        driver.metrics.close()
+        spark.stop()

@@ -1,0 +1,110 @@
+"""The App's inputs as DataFrames and temporary views, one per input, named after it.
+
+A topic input is a stream read by Spark's Kafka source. A json input is parsed with its declared
+schema; records that do not parse are split off: with a dead-letter topic they become the
+`bad_records` stream, written there by a query of their own; without one, the first such record
+stops the App with its coordinates (the API's promise: "absent: a failure stops the App").
+
+A Table input is its latest state: the changelog topic read as a batch up to its latest offsets,
+the last record per key kept (by offset within a partition, then by timestamp), tombstones
+dropped. Joined with a stream, Spark plans this static side again at every micro-batch, so each
+batch sees the Table as it was when the batch started. That costs a read of the (compacted) Table
+per batch: right for lookup tables, to revisit for very large ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
+from pyspark.sql.types import StructType
+
+from rillet.reconcile import apprun
+from rillet.runtime import options, records
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """The views of the pipeline by input name, and the bad records of json topic inputs."""
+
+    views: dict[str, DataFrame]
+    bad_records: dict[str, DataFrame]
+
+
+def schema_columns(ddl: str) -> list[str]:
+    """Column names of a Spark DDL schema (Spark parses it: needs a running session)."""
+    schema = StructType.fromDDL(ddl)
+    if not isinstance(schema, StructType):
+        raise ValueError(f'schema {ddl!r} is not a list of columns (e.g. "a STRING, n BIGINT")')
+    return list(schema.fieldNames())
+
+
+def read_inputs(spark: SparkSession, spec: apprun.RunSpec) -> Inputs:
+    """Every input of the App, registered as a temporary view of its name."""
+    views: dict[str, DataFrame] = {}
+    bad: dict[str, DataFrame] = {}
+    for item in spec.inputs:
+        if item.kind == "table":
+            views[item.name] = read_table(spark, spec, item)
+        else:
+            views[item.name], bad_records = read_topic(spark, spec, item)
+            if bad_records is not None:
+                bad[item.name] = bad_records
+        views[item.name].createOrReplaceTempView(item.name)
+    return Inputs(views=views, bad_records=bad)
+
+
+def read_topic(
+    spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec
+) -> tuple[DataFrame, DataFrame | None]:
+    """A topic input's stream, and the stream of its bad records (json with a dead-letter topic)."""
+    raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
+    stream = raw.load()
+    if item.format != "json":
+        return stream.selectExpr(*records.view_exprs(item.format)), None
+    assert item.value_schema is not None  # apprun requires a schema for json inputs
+    parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
+        "*", records.error_expr()
+    )
+    columns = schema_columns(item.value_schema)
+    view_exprs = records.view_exprs("json", schema_columns=columns, source=records.ROW)
+    if spec.dead_letter_topic is None:
+        return parsed.where(records.fail_on_error_expr(app=spec.app)).selectExpr(*view_exprs), None
+    good = parsed.where(f"{records.ERROR} IS NULL").selectExpr(*view_exprs)
+    return good, parsed.where(f"{records.ERROR} IS NOT NULL")
+
+
+def read_table(spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec) -> DataFrame:
+    """A Table's latest value per key, as the columns of its value format."""
+    raw = spark.read.format("kafka").options(**options.table_reader_options(spec, item)).load()
+    in_partition = raw.groupBy("key", "partition").agg(
+        F.max_by(F.struct("value", "timestamp", "offset"), "offset").alias("r")
+    )
+    latest = (
+        in_partition.groupBy("key")
+        .agg(
+            F.max_by(
+                F.struct("r.value", "r.timestamp", "partition", "r.offset"),
+                F.struct("r.timestamp", "partition"),
+            ).alias("r")
+        )
+        .select("key", "r.*")
+        .where("value IS NOT NULL")
+    )
+    if item.format == "json":
+        assert item.value_schema is not None  # apprun requires a schema for json Tables
+        columns = schema_columns(item.value_schema)
+        parsed = latest.selectExpr(
+            "key",
+            "value",
+            *records.METADATA_COLUMNS,
+            f"from_json(CAST(value AS STRING), {records.sql_string(item.value_schema)}) "
+            f"AS {records.ROW}",
+        )
+        view = parsed.selectExpr(
+            *records.view_exprs("json", schema_columns=columns, source=records.ROW)
+        )
+    else:
+        view = latest.selectExpr(*records.view_exprs(item.format))
+    return F.broadcast(view) if item.broadcast else view

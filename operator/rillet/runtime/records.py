@@ -1,0 +1,197 @@
+"""Kafka records to rows and rows to records, as Spark SQL expressions (pure).
+
+Reading: a topic input becomes a view whose columns depend on its format (`apps.Input`): json
+gives the columns of its schema, string and bytes give `key` and `value`; every view also has
+`timestamp`, `partition` and `offset` (a schema column of the same name wins). A json value that
+does not parse, or does not fit the schema, is a bad record: it gets an error kind
+(`malformed-json` or `schema-mismatch`) and goes to the dead-letter topic with its reason and
+source coordinates in headers, its key and value untouched (so it can be replayed).
+
+Writing: a result row becomes a record whose key is its key columns (a single column as is,
+several JSON-encoded) and whose value is its value columns as JSON. For a Table, a row whose
+non-key value columns are all NULL is a tombstone (NULL value: the key is removed).
+
+Every function here builds strings; nothing touches Spark, so all of it is unit-tested.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from rillet.api.v1alpha1 import fields
+from rillet.reconcile import apprun
+
+INTERNAL_PREFIX = "__rillet_"
+ROW = "__rillet_row"
+CORRUPT = "__rillet_corrupt"
+ERROR = "__rillet_error"
+METADATA_COLUMNS = ("timestamp", "partition", "offset")
+# Columns of Spark's Kafka source that the parsing stage keeps.
+RAW_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
+MALFORMED_JSON = "malformed-json"
+SCHEMA_MISMATCH = "schema-mismatch"
+WINDOW_COLUMNS = ("window", "window_start")
+_JSON_OPTIONS = "map('ignoreNullFields', 'false')"
+
+
+def quote(name: str) -> str:
+    """A column name as a quoted Spark SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def sql_string(text: str) -> str:
+    """`text` as a Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+# Reading ------------------------------------------------------------------------------------
+
+
+def parse_exprs(value_schema: str) -> list[str]:
+    """Stage 1 of a json input: the raw columns, the parsed value, and the error kind (or NULL)."""
+    ddl = f"{value_schema}, {CORRUPT} STRING"
+    parsed = (
+        f"from_json(CAST(value AS STRING), {sql_string(ddl)}, "
+        f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}'))"
+    )
+    return [*RAW_COLUMNS, f"{parsed} AS {ROW}"]
+
+
+def error_expr() -> str:
+    """Stage 2 of a json input: why a record is bad, or NULL (a NULL value is a tombstone)."""
+    return (
+        f"CASE WHEN value IS NULL OR {ROW}.{CORRUPT} IS NULL THEN NULL "
+        f"WHEN try_parse_json(CAST(value AS STRING)) IS NULL THEN '{MALFORMED_JSON}' "
+        f"ELSE '{SCHEMA_MISMATCH}' END AS {ERROR}"
+    )
+
+
+def reason_expr(value_schema: str) -> str:
+    """A sentence for the error kind of a bad record."""
+    return (
+        f"CASE {ERROR} WHEN '{MALFORMED_JSON}' THEN 'value is not valid JSON' "
+        f"ELSE {sql_string(f'value does not match the schema: {value_schema}')} END"
+    )
+
+
+def fail_on_error_expr(*, app: str) -> str:
+    """A filter that stops the query at a bad record (for Apps without a dead-letter topic)."""
+    advice = f" (App {app} has no deadLetterTopic to route bad records to)"
+    return (
+        f"CASE WHEN {ERROR} IS NULL THEN TRUE ELSE raise_error(concat('bad record in topic ', "
+        f"topic, ' partition ', partition, ' offset ', offset, ': ', {ERROR}, "
+        f"{sql_string(advice)})) END"
+    )
+
+
+def view_exprs(
+    fmt: fields.Format, *, schema_columns: Sequence[str] = (), source: str = ""
+) -> list[str]:
+    """The columns of an input view, from the parsed stage (json) or the raw record.
+
+    `source` prefixes the json columns (the parsed struct); metadata columns come from the record
+    unless the schema has a column of the same name.
+    """
+    metadata = [quote(c) for c in METADATA_COLUMNS if c not in schema_columns]
+    if fmt == "json":
+        prefix = f"{source}." if source else ""
+        return [f"{prefix}{quote(c)} AS {quote(c)}" for c in schema_columns] + metadata
+    if fmt == "string":
+        return ["CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", *metadata]
+    return ["key", "value", *metadata]
+
+
+def dead_letter_exprs(*, app: str, value_schema: str) -> list[str]:
+    """The record written to the dead-letter topic: the original key and value, and headers."""
+    headers = {
+        "rillet.error.kind": ERROR,
+        "rillet.error.reason": reason_expr(value_schema),
+        "rillet.app": sql_string(app),
+        "rillet.source.topic": "topic",
+        "rillet.source.partition": "partition",
+        "rillet.source.offset": "offset",
+        "rillet.source.timestamp": "unix_millis(timestamp)",
+    }
+    entries = ", ".join(
+        f"named_struct('key', {sql_string(name)}, 'value', CAST(CAST({expr} AS STRING) AS BINARY))"
+        for name, expr in headers.items()
+    )
+    return ["key", "value", f"array({entries}) AS headers"]
+
+
+# Writing ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RecordExprs:
+    """How one output turns result rows into Kafka records."""
+
+    key: str | None
+    value: str
+    key_columns: tuple[str, ...]
+    value_columns: tuple[str, ...]
+
+    def select(self) -> list[str]:
+        """The columns Spark's Kafka sink expects."""
+        key = [f"{self.key} AS key"] if self.key else []
+        return [*key, f"{self.value} AS value"]
+
+
+def key_columns_of(output: apprun.OutputSpec, columns: Sequence[str]) -> tuple[str, ...]:
+    """The key columns, with the window added for a windowed Table that does not list it."""
+    keys = output.key_columns
+    if output.window is None or any(c in keys for c in WINDOW_COLUMNS):
+        return keys
+    if "window" in columns:
+        return (*keys, "window")
+    raise ValueError(
+        f"output {output.id}: the Table is windowed, so its key needs the window: add "
+        f"window_start (or window) to keyColumns, or select the window column"
+    )
+
+
+def build_record_exprs(output: apprun.OutputSpec, columns: Sequence[str]) -> RecordExprs:
+    """Key and value expressions of an output over a result with `columns`.
+
+    Raises ValueError naming what does not fit (a missing column, several columns for a string
+    or bytes value).
+    """
+    visible = [c for c in columns if not c.startswith(INTERNAL_PREFIX)]
+    keys = key_columns_of(output, visible)
+    values = output.value_columns or tuple(visible)
+    missing = [c for c in (*keys, *values) if c not in visible]
+    if missing:
+        raise ValueError(
+            f"output {output.id}: no column {', '.join(dict.fromkeys(missing))} in the result "
+            f"(its columns: {', '.join(visible)})"
+        )
+    value = _encode(values, output.value_format, what=f"output {output.id}: value")
+    if output.kind == "table":
+        value = _with_tombstone(value, [c for c in values if c not in keys])
+    key = _encode(keys, output.key_format, what=f"output {output.id}: key") if keys else None
+    return RecordExprs(key=key, value=value, key_columns=keys, value_columns=values)
+
+
+def _encode(columns: Sequence[str], fmt: fields.Format, *, what: str) -> str:
+    if fmt == "json":
+        return f"to_json(struct({', '.join(quote(c) for c in columns)}), {_JSON_OPTIONS})"
+    if len(columns) != 1:
+        raise ValueError(
+            f"{what} is {fmt}, which holds one column, not {len(columns)}: "
+            f"name one column, or use json"
+        )
+    target = "STRING" if fmt == "string" else "BINARY"
+    return f"CAST({quote(columns[0])} AS {target})"
+
+
+def _with_tombstone(value: str, non_key: Sequence[str]) -> str:
+    if not non_key:
+        return value
+    all_null = " AND ".join(f"{quote(c)} IS NULL" for c in non_key)
+    return f"CASE WHEN {all_null} THEN NULL ELSE {value} END"
+
+
+def has_key_expr(keys: Sequence[str]) -> str:
+    """True for rows with at least one non-NULL key column (a Table cannot hold the others)."""
+    return " OR ".join(f"{quote(c)} IS NOT NULL" for c in keys) or "TRUE"

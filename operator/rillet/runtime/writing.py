@@ -1,0 +1,145 @@
+"""Starting the App's streaming queries: one per output, one per json input with dead letters.
+
+Records reach Kafka through Spark's Kafka writer, which is at-least-once: a batch interrupted
+after some of its records were sent runs again from the checkpoint, and sends them again.
+- Topic outputs append each result row as a record (upsert mode: each batch's changed rows).
+- Table outputs upsert: each batch sends the changed rows of its keys (Spark's update mode), so
+  the compacted changelog keeps the latest value per key. A re-run batch sends the same values
+  again: the Table ends up the same (idempotent), only extra records reach the changelog until
+  compaction. Within a key, records keep the order of the input partition they came from.
+- Rows without any key column cannot live in a compacted topic: Table outputs leave them out and
+  count them (metric `rillet_observed_rows{metric="<output>_without_key.rows"}`).
+- Bad records of a json input go, untouched, to the dead-letter topic, with the reason and their
+  source coordinates in headers (`records.dead_letter_exprs`).
+Each query has its own checkpoint directory under the App's checkpoint location.
+
+Stopping at a batch boundary: in micro-batch mode every query writes through `foreachBatch`
+behind a `BatchGate`. Closing the gate waits for the batch being written, and refuses the next
+one before it writes anything; the driver then waits for the written batch to be committed and
+stops the query. So a SIGTERM never leaves half a batch in Kafka (no duplicates on restart).
+Real-time mode has no foreachBatch: there the Kafka sink writes directly and a stop is best
+effort (at-least-once still holds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable, Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.streaming.query import StreamingQuery
+
+from rillet.reconcile import apprun
+from rillet.runtime import options, records
+
+STOP_MARKER = "rillet: stopping at a batch boundary"
+
+
+class StopRequestedError(RuntimeError):
+    """Raised in a batch that starts after its query's gate closed: it writes nothing."""
+
+
+class BatchGate:
+    """Lets one batch of a query write at a time; once closed, lets none through."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self.last_written = -1
+
+    def write(self, batch_id: int, action: Callable[[], None]) -> None:
+        """Run `action` (the batch's writes) unless the gate is closed."""
+        with self._lock:
+            if self._closed:
+                raise StopRequestedError(f"{STOP_MARKER}: batch {batch_id} not written")
+            action()
+            self.last_written = batch_id
+
+    def close(self) -> int:
+        """Refuse further batches; returns, once no batch is writing, the last one written."""
+        with self._lock:
+            self._closed = True
+            return self.last_written
+
+
+@dataclasses.dataclass(frozen=True)
+class Started:
+    """A running query, and its gate (None in real-time mode)."""
+
+    query: StreamingQuery
+    gate: BatchGate | None
+
+
+def dead_letter_query_name(item: apprun.InputSpec) -> str:
+    """Name (within the App) of the query routing an input's bad records."""
+    return f"dead-letters-{item.name}"
+
+
+def _observe(frame: DataFrame, spec: apprun.RunSpec, name: str, condition: str) -> DataFrame:
+    """Count rows matching `condition` into the batch's observed metrics (micro-batches only)."""
+    if spec.trigger.real_time_ms is not None:
+        return frame
+    counted = F.sum(F.expr(f"CASE WHEN {condition} THEN 1 ELSE 0 END")).alias("rows")
+    return frame.observe(name, counted)
+
+
+def start_output(spec: apprun.RunSpec, output: apprun.OutputSpec, frame: DataFrame) -> Started:
+    """Start the query writing `frame` (a result of the pipeline) to `output`."""
+    exprs = records.build_record_exprs(output, frame.columns)
+    rows = frame
+    if output.kind == "table" and exprs.key_columns:
+        has_key = records.has_key_expr(exprs.key_columns)
+        name = f"{output.id.replace('-', '_')}_without_key"
+        rows = _observe(rows, spec, name, f"NOT ({has_key})").where(has_key)
+    return _start(
+        rows.selectExpr(*exprs.select()),
+        spec,
+        name=options.query_name(spec, output.id),
+        topic=output.topic,
+        checkpoint=apprun.output_checkpoint(spec, output),
+        mode=options.output_mode(output, spec.trigger),
+    )
+
+
+def start_dead_letters(
+    spec: apprun.RunSpec, item: apprun.InputSpec, bad_records: DataFrame
+) -> Started:
+    """Start the query sending an input's bad records to the App's dead-letter topic."""
+    assert spec.dead_letter_topic is not None
+    assert item.value_schema is not None
+    name = dead_letter_query_name(item)
+    counted = _observe(bad_records, spec, name.replace("-", "_"), "TRUE")
+    return _start(
+        counted.selectExpr(
+            *records.dead_letter_exprs(app=spec.app, value_schema=item.value_schema)
+        ),
+        spec,
+        name=options.query_name(spec, name),
+        topic=spec.dead_letter_topic,
+        checkpoint=apprun.dead_letter_checkpoint(spec, item),
+        mode=options.output_mode(None, spec.trigger),
+    )
+
+
+def _start(
+    frame: DataFrame, spec: apprun.RunSpec, *, name: str, topic: str, checkpoint: str, mode: str
+) -> Started:
+    writer = frame.writeStream.outputMode(mode).queryName(name)
+    writer = writer.option("checkpointLocation", checkpoint)
+    trigger = options.trigger_kwargs(spec.trigger)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    sink = options.writer_options(spec, topic=topic)
+    if spec.trigger.real_time_ms is not None:
+        return Started(writer.format("kafka").options(**sink).start(), None)
+    gate = BatchGate()
+    return Started(writer.foreachBatch(_batch_writer(gate, sink)).start(), gate)
+
+
+def _batch_writer(gate: BatchGate, sink: Mapping[str, str]) -> Callable[[DataFrame, int], None]:
+    def write(batch: DataFrame, batch_id: int) -> None:
+        gate.write(batch_id, lambda: batch.write.format("kafka").options(**sink).save())
+
+    return write

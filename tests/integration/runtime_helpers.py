@@ -1,0 +1,249 @@
+"""Helpers of the runtime's integration tests: manifests with private topics, Kafka I/O, drivers.
+
+Every test runs Apps against the real Kafka of the local stack with topics of its own: the
+example manifests are loaded as they are and only their Kafka topic names (spec.topicName) and
+partition counts are changed. Apps run either in this process (`run_app`, sharing one local
+SparkSession) or as a `python -m rillet.cli run` subprocess (`cli_run`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.devstack import spark as devspark
+from rillet.reconcile import apprun
+from rillet.runtime import commands, driving, listening, tables
+
+REPO = Path(__file__).parents[2]
+EXAMPLES = REPO / "examples"
+
+
+def unique(name: str) -> str:
+    """A Kafka topic name no other test uses."""
+    return f"t.{uuid.uuid4().hex[:10]}.{name}"
+
+
+def load_manifests(source: Path | str) -> list[dict[str, Any]]:
+    """YAML documents from a file or a string."""
+    text = source.read_text(encoding="utf-8") if isinstance(source, Path) else source
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
+
+
+def privatize(
+    documents: list[dict[str, Any]], *, partitions: Mapping[str, int] | None = None
+) -> dict[str, str]:
+    """Give every Topic and Table a unique Kafka topic; returns object name -> topic name.
+
+    `partitions` sets spec.partitions of the named Topics and Tables.
+    """
+    names: dict[str, str] = {}
+    for document in documents:
+        if document.get("kind") in ("Topic", "Table"):
+            name = document["metadata"]["name"]
+            spec = document.setdefault("spec", {})
+            spec["topicName"] = names[name] = unique(name)
+            if partitions and name in partitions:
+                spec["partitions"] = partitions[name]
+    return names
+
+
+def write_manifests(documents: list[dict[str, Any]], path: Path) -> Path:
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def create_topics(admin: AdminClient, topics: Sequence[NewTopic]) -> None:
+    for future in admin.create_topics(list(topics)).values():
+        future.result(timeout=30)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[str | bytes | None, str | bytes | None]],
+    *,
+    partitions: int | None = None,
+    timestamps: Iterable[int] | None = None,
+) -> int:
+    """Produce (key, value) records; round-robin over `partitions` when given. Returns the count."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    stamps = iter(timestamps) if timestamps is not None else None
+    count = 0
+    for index, (key, value) in enumerate(records):
+        extra: dict[str, Any] = {}
+        if partitions:
+            extra["partition"] = index % partitions
+        if stamps is not None:
+            extra["timestamp"] = next(stamps)
+        producer.produce(topic, key=key, value=value, **extra)
+        count += 1
+        if count % 10_000 == 0:
+            producer.flush(30)
+    assert producer.flush(30) == 0
+    return count
+
+
+def read_topic(bootstrap: str, topic: str) -> list[tables.Entry]:
+    """Every record of a topic, up to its current end."""
+    return tables.read_changelog(bootstrap_servers=bootstrap, topic=topic, timeout=60)
+
+
+def headers_of(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str, str]]]:
+    """(value, headers) of every record of a topic."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test.{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        found: list[tuple[bytes | None, dict[str, str]]] = []
+        while len(found) < sum(ends.values()):
+            for message in consumer.consume(num_messages=1000, timeout=5):
+                assert message.error() is None, message.error()
+                found.append(
+                    (
+                        message.value(),
+                        {k: v.decode() for k, v in (message.headers() or []) if v is not None},
+                    )
+                )
+        return found
+    finally:
+        consumer.close()
+
+
+def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
+    """High watermark of each partition."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test.{uuid.uuid4().hex}"})
+    try:
+        partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in partitions
+        }
+    finally:
+        consumer.close()
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """Offsets the consumer group has committed on a topic (absent partitions left out)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = consumer.committed(
+            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
+        )
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
+def spark_conf() -> dict[str, str]:
+    """Spark settings of the tests' local session: the connector jars, no UI."""
+    jars = [str(jar) for jar in devspark.connector_jars()]
+    return commands.local_spark_conf(jars=jars, master="local[2]")
+
+
+def build_spec(
+    documents: list[dict[str, Any]],
+    *,
+    bootstrap: str,
+    checkpoint: Path,
+    app: str | None = None,
+    available_now: bool = True,
+    **overrides: Any,
+) -> apprun.RunSpec:
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers=bootstrap, app_name=app, checkpoint_location=str(checkpoint)
+    )
+    if available_now:
+        overrides["trigger"] = apprun.TriggerSpec(available_now=True)
+    return spec.model_copy(update=overrides)
+
+
+def start_app(
+    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+) -> driving.Driver:
+    """Start an App's queries in this process's SparkSession."""
+    spark = driving.build_session(
+        spec, driving.RunOptions(master="local[2]", spark_conf=spark_conf())
+    )
+    driver = driving.Driver(spark, spec, on_batch=on_batch)
+    driver.start()
+    return driver
+
+
+def run_app(
+    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+) -> driving.Driver:
+    """Run an App with an availableNow trigger to the end of its inputs, in this process."""
+    driver = start_app(spec, on_batch=on_batch)
+    try:
+        driver.wait()
+    finally:
+        driver.stop()
+    return driver
+
+
+@contextmanager
+def running(
+    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+) -> Iterator[driving.Driver]:
+    """An App running continuously in this process while inside."""
+    driver = start_app(spec, on_batch=on_batch)
+    try:
+        yield driver
+    finally:
+        driver.stop()
+
+
+def cli_env() -> dict[str, str]:
+    jars = ",".join(str(jar) for jar in devspark.connector_jars())
+    return {**os.environ, commands.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
+
+
+def cli_run(manifest: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
+    """`python -m rillet.cli run` in a session of its own (so its JVM can be killed with it)."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "rillet.cli", "run", str(manifest), *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=cli_env(),
+            start_new_session=True,
+        )
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m rillet.cli ...`, captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "rillet.cli", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+        check=False,
+    )
+
+
+def json_values(entries: Iterable[tables.Entry]) -> list[Any]:
+    return [json.loads(e.value) for e in entries if e.value is not None]

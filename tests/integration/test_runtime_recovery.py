@@ -1,0 +1,219 @@
+"""A driver killed or stopped mid-stream, restarted from its checkpoint (`rillet run` processes).
+
+The App counts words into a Table and copies every input record, keyed by its partition and
+offset, to an append Topic (two queries, one checkpoint each).
+
+Test plan:
+- SIGKILL to the driver's whole process group (Python and its JVM) after some batches, then a
+  restart with --available-now: the Table equals the ground truth exactly (no loss, no double
+  counting); the append Topic holds every input record at least once; the duplicates there are
+  counted and reported (at-least-once sink);
+- SIGTERM mid-stream: the driver exits 0 at a batch boundary (a batch begun but not written is
+  refused, not cut), and after a restart the append Topic holds every record exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.runtime import tables
+from tests.integration import runtime_helpers as rt
+from tests.integration.polling import wait_for
+
+LINES = 20_000
+PARTITIONS = 4
+PER_BATCH = 2_500
+
+MANIFEST = """
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: sentences}
+spec: {partitions: 4}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: copies}
+spec: {partitions: 4}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Table
+metadata: {name: word-counts}
+spec:
+  partitions: 4
+  valueSchema: "word STRING, count BIGINT"
+---
+apiVersion: rillet.io/v1alpha1
+kind: App
+metadata: {name: recovering, namespace: crash}
+spec:
+  image: rillet/spark-runtime:0.1.0
+  inputs:
+    - name: sentences
+      topicRef: {name: sentences}
+      format: string
+      startingOffsets: earliest
+  pipeline:
+    sql: |
+      -- every record, keyed by where it came from (to count duplicates downstream)
+      CREATE OR REPLACE TEMPORARY VIEW copied AS
+        SELECT partition, offset, value AS line FROM sentences;
+      SELECT word, count(*) AS count
+      FROM (SELECT explode(split(lower(value), '[^a-z0-9]+')) AS word FROM sentences)
+      WHERE word != ''
+      GROUP BY word
+  outputs:
+    - tableRef: {name: word-counts}
+      keyColumns: [word]
+    - topicRef: {name: copies}
+      from: copied
+      keyColumns: [partition, offset]
+"""
+
+
+def _setup(
+    kafka_admin: AdminClient, bootstrap: str, tmp_path: Path
+) -> tuple[Path, dict[str, str], dict[str, int]]:
+    documents = rt.load_manifests(MANIFEST)
+    topics = rt.privatize(documents)
+    rt.create_topics(
+        kafka_admin,
+        [
+            NewTopic(topics["sentences"], PARTITIONS, 1),
+            NewTopic(topics["copies"], PARTITIONS, 1),
+            NewTopic(topics["word-counts"], PARTITIONS, 1, config={"cleanup.policy": "compact"}),
+        ],
+    )
+    rng = random.Random(7)
+    lines = [
+        " ".join(
+            rng.choice(["a", "b", "c", "d", "e", "f", "g"]) + str(rng.randint(0, 60))
+            for _ in range(rng.randint(1, 5))
+        )
+        for _ in range(LINES)
+    ]
+    rt.produce(
+        bootstrap, topics["sentences"], ((None, line) for line in lines), partitions=PARTITIONS
+    )
+    truth = Counter(w for line in lines for w in re.split("[^a-z0-9]+", line) if w)
+    return rt.write_manifests(documents, tmp_path / "app.yaml"), topics, dict(truth)
+
+
+def _start(manifest: Path, bootstrap: str, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return rt.cli_run(
+        manifest,
+        "-b",
+        bootstrap,
+        "--checkpoint-dir",
+        str(tmp_path / "checkpoint"),
+        "--max-offsets-per-trigger",
+        str(PER_BATCH),
+        *extra,
+        log=tmp_path / "driver.log",
+    )
+
+
+def _processed(bootstrap: str, topic: str) -> int:
+    return sum(
+        rt.committed_offsets(bootstrap, "rillet.crash.recovering", topic, PARTITIONS).values()
+    )
+
+
+def _written(bootstrap: str, topic: str) -> int:
+    return sum(rt.end_offsets(bootstrap, topic).values())
+
+
+def _committed(query_checkpoint: Path) -> int:
+    """Records the query's committed batches read (its checkpoint: commits/N, offsets/N)."""
+    batches = [int(p.name) for p in (query_checkpoint / "commits").iterdir() if p.name.isdigit()]
+    if not batches:
+        return 0
+    lines = (query_checkpoint / "offsets" / str(max(batches))).read_text().splitlines()
+    return sum(sum(parts.values()) for parts in json.loads(lines[2]).values())
+
+
+def _finish(manifest: Path, bootstrap: str, tmp_path: Path) -> None:
+    driver = _start(manifest, bootstrap, tmp_path, "--available-now")
+    assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+
+
+def _table(bootstrap: str, topic: str) -> dict[str, int]:
+    latest = tables.latest_per_key(rt.read_topic(bootstrap, topic))
+    return {k.decode(): json.loads(e.value or b"null")["count"] for k, e in latest.items()}
+
+
+def _copies(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
+    keys: list[Any] = [json.loads(e.key or b"null") for e in rt.read_topic(bootstrap, topic)]
+    return Counter((k["partition"], k["offset"]) for k in keys)
+
+
+def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    record_property: pytest.RecordProperty,
+) -> None:
+    manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, tmp_path)
+    driver = _start(manifest, kafka_bootstrap, tmp_path)
+    try:
+        wait_for(
+            lambda: _processed(kafka_bootstrap, topics["sentences"]) >= LINES // 4,
+            timeout=180,
+            interval=0.1,
+            what="a quarter of the input processed",
+        )
+    finally:
+        os.killpg(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+    killed_at = _processed(kafka_bootstrap, topics["sentences"])
+    assert killed_at < LINES, "the driver should have been killed mid-stream"
+
+    _finish(manifest, kafka_bootstrap, tmp_path)
+
+    assert _table(kafka_bootstrap, topics["word-counts"]) == truth
+    copies = _copies(kafka_bootstrap, topics["copies"])
+    assert len(copies) == LINES  # every input record, none lost
+    duplicates = sum(n - 1 for n in copies.values())
+    record_property("append_duplicates_after_sigkill", duplicates)
+    print(
+        f"\nSIGKILL after {killed_at} of {LINES} records committed: {duplicates} duplicate "
+        f"records in the append output"
+    )
+
+
+def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
+    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, tmp_path)
+    driver = _start(manifest, kafka_bootstrap, tmp_path)
+    try:
+        wait_for(
+            lambda: _processed(kafka_bootstrap, topics["sentences"]) >= LINES // 4,
+            timeout=180,
+            interval=0.1,
+            what="a quarter of the input processed",
+        )
+    finally:
+        driver.send_signal(signal.SIGTERM)
+    assert driver.wait(timeout=120) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert _processed(kafka_bootstrap, topics["sentences"]) < LINES
+    log = (tmp_path / "driver.log").read_text()
+    assert "received SIGTERM" in log
+    assert "still busy" not in log  # each query stopped at its boundary, none was cut
+
+    _finish(manifest, kafka_bootstrap, tmp_path)
+
+    assert _table(kafka_bootstrap, topics["word-counts"]) == truth
+    copies = _copies(kafka_bootstrap, topics["copies"])
+    assert len(copies) == LINES
+    assert max(copies.values()) == 1, "a batch-boundary stop sends nothing twice"

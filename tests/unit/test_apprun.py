@@ -1,0 +1,212 @@
+"""Resolving an App and its Topics and Tables into the run spec its driver executes.
+
+Test plan:
+- each example resolves: Kafka topic names, formats, schemas, keys, windows, dead-letter topic,
+  consumer group `rillet.<namespace>.<app>`, checkpoint directories per query;
+- shuffle partitions come from sparkConf, else the output Tables, else the input Topics;
+- missing Topics and Tables are all named at once; a file with several Apps needs --app;
+- the Spark conf turns on RocksDB with changelog checkpointing, and the App's sparkConf wins;
+- the run spec survives JSON (how the operator hands it to the driver).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rillet.reconcile import apprun
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+def _documents(name: str) -> list[dict[str, Any]]:
+    return list(yaml.safe_load_all((EXAMPLES / name).read_text(encoding="utf-8")))
+
+
+def _spec(name: str, **kwargs: Any) -> apprun.RunSpec:
+    return apprun.build_run_spec_from_manifests(
+        _documents(name), bootstrap_servers="kafka:9092", checkpoint_location="/ck/app", **kwargs
+    )
+
+
+def test_wordcount_resolves_to_topics_formats_and_a_consumer_group() -> None:
+    spec = _spec("wordcount.yaml")
+
+    assert (spec.app, spec.namespace, spec.consumer_group) == (
+        "wordcount",
+        "default",
+        "rillet.default.wordcount",
+    )
+    assert spec.inputs == (
+        apprun.InputSpec(
+            name="sentences",
+            kind="topic",
+            topic="sentences",
+            format="string",
+            starting_offsets="earliest",
+            partitions=3,
+        ),
+    )
+    assert spec.outputs == (
+        apprun.OutputSpec(
+            id="table-word-counts",
+            kind="table",
+            topic="word-counts",
+            key_columns=("word",),
+            mode="upsert",
+            key_format="string",
+            value_format="json",
+        ),
+    )
+    assert spec.shuffle_partitions == 3  # no Table partitions: the input topic's
+    assert spec.dead_letter_topic is None
+    assert spec.trigger == apprun.TriggerSpec()
+
+
+def test_windowed_table_output_has_its_window_trigger_and_json_key() -> None:
+    spec = _spec("windowed-clicks.yaml", namespace="web")
+
+    (output,) = spec.outputs
+    assert output.key_format == "json"
+    assert output.key_columns == ("page", "window_start")
+    assert output.window == apprun.WindowSpec(type="tumbling", size_ms=300_000, expiry_ms=3_600_000)
+    assert spec.trigger.processing_time_ms == 30_000
+    assert spec.shuffle_partitions == 6  # the App's sparkConf
+    assert spec.consumer_group == "rillet.web.clicks-per-page"
+    assert spec.inputs[0].value_schema == "user_id STRING, page STRING, ts TIMESTAMP"
+
+
+def test_table_input_reads_the_tables_topic_schema_and_is_broadcast_when_global() -> None:
+    spec = _spec("enrich-orders.yaml", app_name="enrich-orders")
+
+    orders, customers = spec.inputs
+    assert (orders.kind, orders.format, orders.starting_offsets) == ("topic", "json", "latest")
+    assert customers == apprun.InputSpec(
+        name="customers",
+        kind="table",
+        topic="customers",
+        format="json",
+        value_schema="customer_id STRING, name STRING, tier STRING",
+        starting_offsets="earliest",
+        broadcast=True,
+    )
+    assert spec.dead_letter_topic == "orders-dlq"
+    assert spec.outputs[0].id == "topic-orders-enriched"
+    assert spec.stream_inputs == (orders,)
+
+
+def test_topic_names_come_from_spec_topic_name_when_set() -> None:
+    documents = _documents("wordcount.yaml")
+    documents[0]["spec"]["topicName"] = "prod.sentences.v2"
+    documents[1]["spec"] = {**documents[1]["spec"], "topicName": "prod.counts", "partitions": 12}
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
+    )
+
+    assert spec.inputs[0].topic == "prod.sentences.v2"
+    assert spec.outputs[0].topic == "prod.counts"
+    assert spec.shuffle_partitions == 12  # the output Table's partitions win over the input's
+
+
+def test_missing_objects_are_all_named() -> None:
+    documents = [d for d in _documents("enrich-orders.yaml") if d["kind"] == "App"]
+
+    with pytest.raises(apprun.UnresolvedError) as raised:
+        apprun.build_run_spec_from_manifests(
+            documents,
+            bootstrap_servers="k:9092",
+            app_name="enrich-orders",
+            checkpoint_location="/ck",
+        )
+
+    assert raised.value.problems == [
+        "Topic orders not found",
+        "Table customers not found",
+        "Topic orders-enriched not found",
+        "Topic orders-dlq not found",
+    ]
+
+
+def test_several_apps_need_a_name() -> None:
+    with pytest.raises(ValueError, match=r"2 Apps \(customers-loader, enrich-orders\): name one"):
+        _spec("enrich-orders.yaml")
+    with pytest.raises(ValueError, match="no App 'nope'"):
+        _spec("enrich-orders.yaml", app_name="nope")
+
+
+def test_checkpoint_of_the_app_wins_and_each_query_gets_a_directory() -> None:
+    documents = _documents("enrich-orders.yaml")
+    documents[-1]["spec"]["checkpoint"] = {"location": "s3a://bucket/enrich/"}
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents,
+        bootstrap_servers="k:9092",
+        app_name="enrich-orders",
+        checkpoint_location="/default",
+    )
+
+    assert apprun.output_checkpoint(spec, spec.outputs[0]) == (
+        "s3a://bucket/enrich/outputs/topic-orders-enriched"
+    )
+    assert apprun.dead_letter_checkpoint(spec, spec.inputs[0]) == (
+        "s3a://bucket/enrich/dead-letters/orders"
+    )
+
+
+def test_without_any_checkpoint_location_resolution_fails() -> None:
+    with pytest.raises(apprun.UnresolvedError, match="no checkpoint location"):
+        apprun.build_run_spec_from_manifests(_documents("wordcount.yaml"), bootstrap_servers="k")
+
+
+def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins() -> None:
+    spec = _spec("windowed-clicks.yaml")
+    conf = apprun.build_spark_conf(
+        spec.model_copy(
+            update={
+                "spark_conf": {"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true"},
+            }
+        )
+    )
+
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == apprun.ROCKSDB_PROVIDER
+    assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert conf["spark.sql.shuffle.partitions"] == "6"
+    assert conf["spark.sql.streaming.stateStore.rocksdb.compactOnCommit"] == "true"
+    assert conf["spark.app.name"] == "rillet.default.clicks-per-page"
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
+    documents = _documents("windowed-clicks.yaml")
+    del documents[1]["spec"]["window"]["expiry"]
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k", checkpoint_location="/ck"
+    )
+
+    assert spec.outputs[0].window is not None
+    assert spec.outputs[0].window.expiry_ms == 24 * 3_600_000
+
+
+def test_run_spec_round_trips_through_json() -> None:
+    spec = _spec("enrich-orders.yaml", app_name="enrich-orders")
+
+    assert apprun.RunSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+def test_objects_of_other_api_groups_are_ignored() -> None:
+    documents = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+        *_documents("wordcount.yaml"),
+        None,
+    ]
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k", checkpoint_location="/ck"
+    )
+
+    assert spec.app == "wordcount"

@@ -1,0 +1,93 @@
+"""Option dicts of Spark's Kafka source and sink, triggers and output modes.
+
+Test plan:
+- the stream reader subscribes to the input's topic from its starting offsets, with the App's
+  Kafka settings prefixed for Spark and maxOffsetsPerTrigger only when set;
+- a Table is read as a batch from earliest to latest;
+- triggers map to DataStreamWriter.trigger arguments; upserts use Spark's update mode.
+"""
+
+from __future__ import annotations
+
+from rillet.reconcile import apprun
+from rillet.runtime import options
+
+INPUT = apprun.InputSpec(
+    name="clicks",
+    kind="topic",
+    topic="web.clicks",
+    format="json",
+    value_schema="page STRING",
+    starting_offsets="earliest",
+)
+
+
+def _spec(**fields: object) -> apprun.RunSpec:
+    base: dict[str, object] = {
+        "app": "clicks",
+        "namespace": "web",
+        "consumer_group": "rillet.web.clicks",
+        "bootstrap_servers": "kafka:9092",
+        "checkpoint_location": "/ck",
+        "inputs": [INPUT],
+        "pipeline": {"sql": "SELECT 1"},
+        "outputs": [],
+        "shuffle_partitions": 4,
+        "kafka_config": {"security.protocol": "SSL"},
+    }
+    return apprun.RunSpec.model_validate({**base, **fields})
+
+
+def test_stream_reader_subscribes_from_the_starting_offsets() -> None:
+    assert options.stream_reader_options(_spec(), INPUT) == {
+        "kafka.bootstrap.servers": "kafka:9092",
+        "kafka.security.protocol": "SSL",
+        "subscribe": "web.clicks",
+        "startingOffsets": "earliest",
+        "kafka.fetch.max.wait.ms": "10",
+    }
+    limited = options.stream_reader_options(_spec(max_offsets_per_trigger=500), INPUT)
+    assert limited["maxOffsetsPerTrigger"] == "500"
+
+
+def test_table_reader_reads_everything_up_to_now() -> None:
+    table = INPUT.model_copy(update={"kind": "table", "topic": "customers"})
+
+    found = options.table_reader_options(_spec(), table)
+
+    assert (found["subscribe"], found["startingOffsets"], found["endingOffsets"]) == (
+        "customers",
+        "earliest",
+        "latest",
+    )
+
+
+def test_writer_targets_the_topic() -> None:
+    assert options.writer_options(_spec(), topic="out") == {
+        "kafka.bootstrap.servers": "kafka:9092",
+        "kafka.security.protocol": "SSL",
+        "topic": "out",
+    }
+
+
+def test_triggers() -> None:
+    assert options.trigger_kwargs(apprun.TriggerSpec()) == {}
+    assert options.trigger_kwargs(apprun.TriggerSpec(available_now=True)) == {"availableNow": True}
+    assert options.trigger_kwargs(apprun.TriggerSpec(processing_time_ms=30_000)) == {
+        "processingTime": "30000 milliseconds"
+    }
+    assert options.trigger_kwargs(apprun.TriggerSpec(real_time_ms=300_000)) == {
+        "realTime": "300000 milliseconds"
+    }
+
+
+def test_output_modes_and_query_names() -> None:
+    upsert = apprun.OutputSpec(id="table-t", kind="table", topic="t", mode="upsert")
+    append = upsert.model_copy(update={"mode": "append"})
+
+    micro, real_time = apprun.TriggerSpec(), apprun.TriggerSpec(real_time_ms=1000)
+    assert options.output_mode(upsert, micro) == "update"
+    assert options.output_mode(append, micro) == "append"
+    assert options.output_mode(None, micro) == "append"  # dead letters
+    assert options.output_mode(append, real_time) == "update"  # the only mode it accepts
+    assert options.query_name(_spec(), "table-t") == "clicks.table-t"
