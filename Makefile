@@ -25,6 +25,7 @@ down: setup
 
 demo: stack
 	$(BIN)/rillet dev smoke
+	$(BIN)/rillet dev demo
 
 lint: setup
 	$(BIN)/ruff check operator tests bench

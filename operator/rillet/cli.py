@@ -136,6 +136,17 @@ def dev_smoke() -> None:
         console.print(f"[green]✓[/green] {detail} [dim]{time.monotonic() - started:.1f}s[/dim]")
 
 
+@dev.command("demo")
+def dev_demo() -> None:
+    """Word count end to end: the operator makes topics, Spark runs the App, counts read back."""
+    from rillet.devstack import demo, stack
+
+    state = stack.running()
+    if state is None:
+        raise _fail("no stack is running: start one with `rillet dev up`")
+    demo.run(state, lambda line: console.print(f"[green]✓[/green] {line}", highlight=False))
+
+
 @dev.command("down")
 def dev_down() -> None:
     """Stop every process of the stack."""
