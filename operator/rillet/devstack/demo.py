@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from rillet.devstack.operating import OperatorProcess
@@ -28,6 +29,7 @@ from rillet.devstack.stack import StackState
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "wordcount.yaml"
 NAMESPACE = "rillet-demo"
+DEMO_TOPICS = ("sentences", "word-counts")
 WORDS = ("kafka", "spark", "kubernetes", "stream", "table", "topic", "operator", "state")
 
 Say = Callable[[str], None]
@@ -57,7 +59,7 @@ def _wait(probe: Callable[[], bool], timeout: float) -> None:
         reraise=True,
     )(probe)
     if not probe():
-        raise TimeoutError("the demo's objects did not become Ready")
+        raise TimeoutError("the demo's objects did not reach the state it waits for")
 
 
 def _produce(state: StackState, count: int) -> Counter[str]:
@@ -84,10 +86,21 @@ def _rillet(state: StackState, *args: str) -> str:
     ).stdout
 
 
+def _drop_topics_of_earlier_runs(state: StackState) -> None:
+    # The example's objects keep their topics when deleted (deletionPolicy Retain): a new run
+    # must not count the sentences of the last one.
+    admin = AdminClient({"bootstrap.servers": state.kafka_bootstrap})
+    existing = [t for t in DEMO_TOPICS if t in admin.list_topics(timeout=10).topics]
+    for future in admin.delete_topics(existing).values() if existing else ():
+        future.result(timeout=30)
+    _wait(lambda: not set(DEMO_TOPICS) & set(admin.list_topics(timeout=10).topics), timeout=60)
+
+
 def run(state: StackState, say: Say) -> None:
     """Run the whole demo, saying what happens; raise if any step fails."""
     _kubectl(state, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     _kubectl(state, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s")
+    _drop_topics_of_earlier_runs(state)
     _kubectl(state, "create", "namespace", NAMESPACE)
     workdir = Path(tempfile.mkdtemp(prefix="rillet-demo-"))
     operator = OperatorProcess(
