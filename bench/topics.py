@@ -135,6 +135,10 @@ def bulk_apply(kubeconfig: Path, namespace: str, api: client.CustomObjectsApi) -
         yaml.safe_dump_all(manifests, handle)
     started = time.monotonic()
     kubectl(kubeconfig, "apply", "--server-side", "-f", handle.name)
+    print(
+        f"    kubectl apply of {BULK} objects returned after {time.monotonic() - started:.1f}s",
+        flush=True,
+    )
 
     def all_ready() -> bool:
         items = api.list_namespaced_custom_object("rillet.io", "v1alpha1", namespace, "topics")[

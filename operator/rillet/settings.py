@@ -66,6 +66,9 @@ class OperatorSettings(BaseSettings):
     queue_size: int = Field(
         default=10_000, ge=1, description="Pending topic reconciles before new ones wait."
     )
+    worker_limit: int = Field(
+        default=200, ge=1, description="Objects handled at once (kopf workers)."
+    )
     metrics_port: int = Field(default=8080, ge=0, description="Prometheus port (0: off).")
     health_port: int = Field(default=8081, ge=0, description="Liveness probe port (0: off).")
 

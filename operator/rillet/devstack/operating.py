@@ -38,6 +38,8 @@ class OperatorProcess:
             "RILLET_RESYNC_SECONDS": str(self.resync_seconds),
             "RILLET_METRICS_PORT": str(self.metrics_port),
             "RILLET_HEALTH_PORT": "0",
+            # As the Helm chart's Deployment sets it (see charts/rillet/templates).
+            "MALLOC_ARENA_MAX": "2",
             **self.settings,
         }
         with self.log.open("ab") as out:

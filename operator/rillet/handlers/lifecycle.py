@@ -33,6 +33,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     settings.posting.loggers = False
     settings.watching.server_timeout = 300
     settings.batching.error_delays = [1, 2, 5, 10, 30]
+    # Bounded concurrency: a flood of new objects queues in kopf instead of holding thousands of
+    # handler coroutines (and their bodies) in memory at once; the topic syncer still gets full
+    # batches from these workers.
+    settings.batching.worker_limit = operator.worker_limit
 
     syncer = TopicSyncer(
         TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds),

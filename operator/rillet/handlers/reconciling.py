@@ -176,7 +176,8 @@ def derive_notes(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> tu
     if ready.get("reason") != verdict.reason or ready.get("message") != verdict.message:
         if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
             notes.append(Note("Warning", verdict.reason, verdict.message))
-        elif ready.get("reason") != verdict.reason:
+        elif ready.get("reason") != verdict.reason and not notes:
+            # A change just reported says enough; one Event per reconcile keeps writes down.
             notes.append(Note("Normal", verdict.reason, verdict.message))
     return tuple(notes)
 
