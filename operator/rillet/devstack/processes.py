@@ -117,6 +117,11 @@ def stop(record: ProcessRecord, *, grace_seconds: float = 15.0) -> None:
             os.killpg(record.pid, signal.SIGKILL)
         while is_alive(record):
             time.sleep(0.05)
+    # A process started by an earlier `rillet dev up` is init's child now: it lingers as a
+    # zombie until init reaps it. Wait (briefly) for that, so nothing shows in `ps` afterwards.
+    deadline = time.monotonic() + 5
+    while _start_ticks(record.pid) == record.start_ticks and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def wait_ready(
