@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from rillet.api.v1alpha1 import conditions, fields, objects, rules, topicconfigs, topics
+from rillet.api.v1alpha1 import fields, objects, rules, topicconfigs, topics
 
 WindowType = Literal["tumbling", "hopping"]
 
@@ -188,17 +188,9 @@ class TableSpec(objects.WireModel):
     )
 
 
-class TableStatus(conditions.Status):
-    """The changelog topic as last observed in Kafka."""
+class TableStatus(topics.TopicStatus):
+    """The changelog topic as last observed in Kafka, and who writes the Table."""
 
-    topic_name: str | None = Field(default=None, description="Name of the changelog topic.")
-    topic_id: str | None = Field(default=None, description="Kafka's id of the topic (a UUID).")
-    partitions: int | None = Field(default=None, description="Current number of partitions.")
-    replication_factor: int | None = Field(default=None, description="Current replication factor.")
-    config: dict[str, str] | None = Field(
-        default=None,
-        description="The topic configs Kafka reports as set on the topic (not broker defaults).",
-    )
     windowed: bool | None = Field(default=None, description="Whether the Table is windowed.")
     writers: list[str] | None = Field(
         default=None,

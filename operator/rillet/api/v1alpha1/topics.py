@@ -89,7 +89,11 @@ class TopicStatus(conditions.Status):
     """The topic as last observed in Kafka."""
 
     topic_name: str | None = Field(default=None, description="Name of the topic in Kafka.")
-    topic_id: str | None = Field(default=None, description="Kafka's id of the topic (a UUID).")
+    topic_id: str | None = Field(
+        default=None,
+        description="Kafka's id of the topic (a UUID, base64 as Kafka prints it); "
+        "a new id means the topic was deleted and created again.",
+    )
     partitions: int | None = Field(default=None, description="Current number of partitions.")
     replication_factor: int | None = Field(default=None, description="Current replication factor.")
     config: dict[str, str] | None = Field(
