@@ -55,10 +55,6 @@ class TopicSyncer:
         self._newest: dict[str, tuple[str, int]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
-    @property
-    def admin(self) -> TopicAdmin:
-        return self._admin
-
     async def sync(self, desired: DesiredTopic, *, resync: bool = False) -> SyncOutcome:
         """Bring one topic in line (in the next batch of its lane) and report what happened."""
         queue = self._resyncs if resync else self._events

@@ -213,12 +213,7 @@ class Table(objects.Resource):
                 json_path=".status.topicName",
                 description="Name of the changelog topic in Kafka.",
             ),
-            objects.PrinterColumn(
-                name="Partitions",
-                type="integer",
-                json_path=".status.partitions",
-                description="Current number of partitions.",
-            ),
+            topics.PARTITIONS_COLUMN,
             objects.PrinterColumn(
                 name="Window",
                 type="string",

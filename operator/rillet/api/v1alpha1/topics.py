@@ -54,6 +54,15 @@ DEFAULT_NAME_FITS = rules.Rule(
 )
 
 
+# Shared by the kinds that own a Kafka topic (Topic, Table).
+PARTITIONS_COLUMN = objects.PrinterColumn(
+    name="Partitions",
+    type="integer",
+    json_path=".status.partitions",
+    description="Current number of partitions.",
+)
+
+
 class TopicSpec(objects.WireModel):
     """The Kafka topic the operator keeps in line with this object."""
 
@@ -117,12 +126,7 @@ class Topic(objects.Resource):
                 json_path=".status.topicName",
                 description="Name of the topic in Kafka.",
             ),
-            objects.PrinterColumn(
-                name="Partitions",
-                type="integer",
-                json_path=".status.partitions",
-                description="Current number of partitions.",
-            ),
+            PARTITIONS_COLUMN,
             objects.PrinterColumn(
                 name="Replicas",
                 type="integer",
