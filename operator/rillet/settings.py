@@ -69,6 +69,12 @@ class OperatorSettings(BaseSettings):
     worker_limit: int = Field(
         default=200, ge=1, description="Objects handled at once (kopf workers)."
     )
+    worker_idle_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="How long a kopf worker waits for more events of its object before it "
+        "frees its slot for another object.",
+    )
     metrics_port: int = Field(default=8080, ge=0, description="Prometheus port (0: off).")
     health_port: int = Field(default=8081, ge=0, description="Liveness probe port (0: off).")
 

@@ -116,6 +116,7 @@ KEPT_METADATA = (
     "namespace",
     "uid",
     "generation",
+    "resourceVersion",  # the resync's status write is conditional on it
     "creationTimestamp",
     "deletionTimestamp",
     "annotations",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from rillet.kafka.syncing import TopicSyncer
 from rillet.settings import KafkaSettings, OperatorSettings
 
 FINALIZER = "rillet.io/finalizer"
+GC_YOUNG_THRESHOLD = 50_000
 
 
 @kopf.on.startup()
@@ -32,12 +34,17 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     # would repeat on every resync.
     settings.posting.loggers = False
     settings.watching.server_timeout = 300
-    settings.batching.error_delays = [1, 2, 5, 10, 30]
+    settings.queueing.error_delays = [1, 2, 5, 10, 30]
     # Bounded concurrency: a flood of new objects queues in kopf instead of holding thousands of
     # handler coroutines (and their bodies) in memory at once; the topic syncer still gets full
     # batches from these workers.
-    settings.batching.worker_limit = operator.worker_limit
+    settings.queueing.worker_limit = operator.worker_limit
+    # A worker holds its slot while it idles waiting for more events of its object (kopf's
+    # default is 5 s): with bounded workers that idling, not Kafka or the API, set the pace
+    # of a bulk apply (about 200 slots / 5 s). Short idling frees the slot for the next object.
+    settings.queueing.idle_timeout = operator.worker_idle_seconds
 
+    tune_garbage_collection()
     syncer = TopicSyncer(
         TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds),
         max_batch=operator.batch_max_items,
@@ -70,6 +77,18 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         ",".join(operator.namespaces) or "all",
         operator.resync_seconds,
     )
+
+
+def tune_garbage_collection() -> None:
+    """Collect less often: the default thresholds cost a resync more CPU than its admin calls.
+
+    A resync of 1,000 topics allocates some 40,000 short-lived objects (librdkafka's config
+    entries), which with CPython's default gen-0 threshold of 700 means dozens of collections,
+    each re-walking the survivors. Freezing what start-up allocated (modules, settings) and
+    raising the threshold keeps collections rare; memory stays bounded by the same collector.
+    """
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
 
 
 @kopf.on.cleanup()

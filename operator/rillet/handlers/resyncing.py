@@ -37,31 +37,40 @@ async def resync_forever(
     while True:
         await asyncio.sleep(interval)
         bodies = {
-            plural: [
-                body
-                for store in list(index.values())
-                for body in list(store)
-                if not body["metadata"].get("deletionTimestamp")
-            ]
+            plural: [body for store in list(index.values()) for body in list(store)]
             for plural, (index, _) in objects.items()
         }
         for plural, found in bodies.items():
             managed = [
                 body
                 for body in found
-                if reconciling.is_managed(body["metadata"].get("annotations") or {})
+                if not body["metadata"].get("deletionTimestamp")
+                and reconciling.is_managed(body["metadata"].get("annotations") or {})
             ]
             metrics.MANAGED_TOPICS.labels(plural).set(len(managed))
         jobs = [
             resync_one(plural, body, objects[plural][1], views, syncer, writer)
             for plural, found in bodies.items()
             for body in found
+            if is_due(body)
         ]
         with metrics.RESYNC_SECONDS.time():
             results = await asyncio.gather(*jobs, return_exceptions=True)
         metrics.RESYNCS.inc()
         for failure in (r for r in results if isinstance(r, BaseException)):
             log.warning("resync of an object failed: %s", failure)
+
+
+def is_due(body: Mapping[str, Any]) -> bool:
+    """Whether the resync should look at an object: settled ones only.
+
+    An object being deleted is its delete handler's; one whose current generation has no
+    reconcile yet (observedGeneration behind) is its kopf handler's, which retries on its own.
+    Taking those too would reconcile every new object twice during a bulk apply.
+    """
+    metadata = body["metadata"]
+    observed = (body.get("status") or {}).get("observedGeneration")
+    return not metadata.get("deletionTimestamp") and observed == metadata.get("generation")
 
 
 async def resync_one(
