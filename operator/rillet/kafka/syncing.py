@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
+
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_exponential
 
 from rillet import metrics
 from rillet.kafka.admin import KafkaFailure, KafkaUnavailableError, TopicAdmin
@@ -25,6 +27,9 @@ from rillet.reconcile import topics
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
 
 log = logging.getLogger(__name__)
+
+# How long a batch waits for brokers to show the changes it made (usually milliseconds).
+CATCH_UP_SECONDS = 2.0
 
 
 @dataclass
@@ -142,8 +147,8 @@ class TopicSyncer:
                 if failure is not None:
                     failures.setdefault(name, []).append((action, failure))
 
-        changed = [n for n, p in plans.items() if p.changes]
-        after = await self._admin.describe(changed) if changed else {}
+        changed = {n: desired[n] for n, p in plans.items() if p.changes}
+        after = await self._observe(changed, expect=changed.keys() - failures.keys())
         outcomes = {}
         for name in desired:
             refused = [_refused(action, name, f) for action, f in failures.get(name, [])]
@@ -158,6 +163,39 @@ class TopicSyncer:
                 problems=tuple(problems[name] + refused),
             )
         return outcomes
+
+    async def _observe(
+        self, desired: Mapping[str, DesiredTopic], *, expect: Set[str]
+    ) -> dict[str, ObservedTopic | KafkaFailure | None]:
+        """Describe topics a batch changed, again for a moment while Kafka lags behind.
+
+        The controller commits a create, new partitions or a config change before every
+        broker's metadata has it, so a describe right after can still miss it. Reporting that
+        view would leave a new topic pending until the next resync; topics in `expect` (the
+        changes Kafka accepted) are described until they show what was declared.
+        """
+        seen: dict[str, ObservedTopic | KafkaFailure | None] = {}
+
+        def lagging(name: str) -> bool:
+            found = seen.get(name)
+            if isinstance(found, KafkaFailure):
+                return False
+            return name in expect and (found is None or topics.plan(desired[name], found).changes)
+
+        async def caught_up() -> bool:
+            seen.update(
+                await self._admin.describe([n for n in desired if n not in seen or lagging(n)])
+            )
+            return not any(lagging(name) for name in desired)
+
+        if desired:
+            await AsyncRetrying(
+                stop=stop_after_delay(CATCH_UP_SECONDS),
+                wait=wait_exponential(multiplier=0.05, max=0.5),
+                retry=retry_if_result(lambda done: not done),
+                retry_error_callback=lambda _: False,
+            )(caught_up)
+        return seen
 
     async def delete(self, name: str) -> KafkaFailure | None:
         """Delete one topic now (deletions are rare: no batching)."""
