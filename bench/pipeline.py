@@ -441,12 +441,16 @@ def _latencies(
     stop = threading.Event()
 
     def read() -> None:
+        # One message per poll: consume(num_messages=N) returns only once N arrived or its
+        # timeout passed, which would add up to that timeout to every latency measured.
         while not stop.is_set():
-            for message in consumer.consume(num_messages=100, timeout=0.1):
-                received = time.monotonic()
-                key = (message.key() or b"").decode()  # the word, or the line
-                if key in sent:
-                    latencies.append((received - sent.pop(key)) * 1000)
+            message = consumer.poll(timeout=0.1)
+            if message is None or message.error():
+                continue
+            received = time.monotonic()
+            key = (message.key() or b"").decode()  # the word, or the line
+            if key in sent:
+                latencies.append((received - sent.pop(key)) * 1000)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()

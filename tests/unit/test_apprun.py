@@ -174,6 +174,7 @@ def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins(
 
     assert conf["spark.sql.streaming.stateStore.providerClass"] == apprun.ROCKSDB_PROVIDER
     assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == apprun.CHECKPOINT_FILE_MANAGER
     assert conf["spark.sql.shuffle.partitions"] == "6"
     assert conf["spark.sql.streaming.stateStore.rocksdb.compactOnCommit"] == "true"
     assert conf["spark.app.name"] == "rillet.default.clicks-per-page"
