@@ -10,6 +10,8 @@ count: split each line into words, count per word, write the changed counts to a
   whole topic with an availableNow trigger in batches of MAX_OFFSETS records; records/s per
   core = records/s / task slots. Timed from the start of its queries to the end of the last
   batch (the JVM is started before, in its own process);
+- (a0) Spark's Kafka source alone (a batch count(*) of the topic, local[1], cold and warm):
+  what any Spark pipeline is bounded by, next to (d);
 - (b) the same work as a plain confluent-kafka loop in one Python process: consume a batch,
   count, produce the changed counts;
 - (c) Faust (faust-streaming), one worker, a Table of counts (its changelog gets every update),
@@ -150,6 +152,10 @@ def spark_worker(args: argparse.Namespace) -> None:
     )
     spark = driving.build_session(spec, options)
     spark.range(1).collect()  # the JVM and executors are up before the clock starts
+    if args.trigger == "source-count":
+        print(json.dumps(count_source(spark, spec)), flush=True)
+        spark.stop()
+        return
     batches: list[Any] = []
     driver = driving.Driver(spark, spec, on_batch=[batches.append])
     started = time.monotonic()
@@ -168,6 +174,29 @@ def spark_worker(args: argparse.Namespace) -> None:
         sys.stdin.read()  # until the benchmark closes our stdin
         driver.stop(timeout=10)
     spark.stop()
+
+
+def count_source(spark: Any, spec: Any) -> dict[str, float]:
+    """Records/s of Spark's Kafka source alone: a batch count(*) of the input, cold then warm.
+
+    The same consumer options as the App's streaming source; no decoding, no aggregation, no
+    state, no writes: the most any Spark pipeline can read per task slot on this broker.
+    """
+    from rillet.runtime import options
+
+    item = spec.stream_inputs[0]
+    reader_options = {
+        key: value
+        for key, value in options.stream_reader_options(spec, item).items()
+        if key != "maxOffsetsPerTrigger"
+    }
+    frame = spark.read.format("kafka").options(**reader_options, endingOffsets="latest").load()
+    rates = []
+    for _ in range(2):
+        started = time.monotonic()
+        count = frame.count()
+        rates.append(count / (time.monotonic() - started))
+    return {"cold": rates[0], "warm": rates[1]}
 
 
 def run_worker(bootstrap: str, *args: str) -> dict[str, Any]:
@@ -205,6 +234,26 @@ def bench_spark(bootstrap: str, source: str, master: str, workdir: Path) -> tupl
         str(PARTITIONS),
     )
     return RECORDS / float(figures["seconds"]), float(figures["steady"])
+
+
+def bench_spark_source(bootstrap: str, source: str, workdir: Path) -> tuple[float, float]:
+    """Records/s of Spark's Kafka source alone in local[1]: (cold, warm)."""
+    figures = run_worker(
+        bootstrap,
+        "--master",
+        "local[1]",
+        "--source",
+        source,
+        "--target",
+        "unused",
+        "--checkpoint",
+        str(workdir / uuid.uuid4().hex),
+        "--trigger",
+        "source-count",
+        "--partitions",
+        str(PARTITIONS),
+    )
+    return float(figures["cold"]), float(figures["warm"])
 
 
 # (b) plain confluent-kafka --------------------------------------------------------------------
@@ -548,12 +597,22 @@ def throughput(bootstrap: str) -> None:
         spark2 = median_pair(
             "(a) Spark local[2]", lambda: bench_spark(bootstrap, source, "local[2]", workdir)
         )
+        source_only = median_pair(
+            "(a0) Spark Kafka source alone", lambda: bench_spark_source(bootstrap, source, workdir)
+        )
         plain = median_of("(b) confluent-kafka loop", lambda: bench_plain(bootstrap, source))
         faust = median_of("(c) Faust", lambda: bench_faust(bootstrap, source, workdir))
         ceiling = median_of(
             "(d) ConsumerPerformance", lambda: bench_consumer_performance(bootstrap, source)
         )
-    report(spark1=spark1, spark2=spark2, plain=plain, faust=faust, ceiling=ceiling)
+    report(
+        spark1=spark1,
+        spark2=spark2,
+        source_only=source_only,
+        plain=plain,
+        faust=faust,
+        ceiling=ceiling,
+    )
 
 
 Latency = tuple[float, float, int]
@@ -574,6 +633,7 @@ def report(
     *,
     spark1: tuple[float, float],
     spark2: tuple[float, float],
+    source_only: tuple[float, float],
     plain: float,
     faust: float,
     ceiling: float,
@@ -586,6 +646,12 @@ def report(
             spark2[0],
             spark2[0] / 2,
             f"steady {spark2[1]:,.0f}/s, {spark2[1] / 2:,.0f}/s per core",
+        ),
+        (
+            "(a0) Spark Kafka source",
+            source_only[0],
+            source_only[0],
+            f"count(*) only, local[1]; warm {source_only[1]:,.0f}/s",
         ),
         ("(b) confluent-kafka loop", plain, plain, ""),
         ("(c) Faust worker", faust, faust, f"{FAUST_RECORDS:,} records"),
@@ -609,6 +675,11 @@ def report(
             f"{name} steady state: (a)/(c) = {per_core / faust:.1f}x, "
             f"(a)/(d) = {per_core / ceiling:.0%}"
         )
+    print(
+        f"Spark's Kafka source alone: cold {source_only[0] / ceiling:.0%}, warm "
+        f"{source_only[1] / ceiling:.0%} of (d): the bound on (a)/(d) for any Spark pipeline; "
+        f"local[1] steady state reaches {spark1[1] / source_only[1]:.0%} of it"
+    )
 
 
 def report_latency(micro: Latency, real_time: Latency | str) -> None:

@@ -45,9 +45,19 @@ def test_stream_reader_subscribes_from_the_starting_offsets() -> None:
         "subscribe": "web.clicks",
         "startingOffsets": "earliest",
         "kafka.fetch.max.wait.ms": "10",
+        "kafka.max.partition.fetch.bytes": "8388608",
+        "kafka.max.poll.records": "10000",
     }
     limited = options.stream_reader_options(_spec(max_offsets_per_trigger=500), INPUT)
     assert limited["maxOffsetsPerTrigger"] == "500"
+
+
+def test_the_apps_kafka_config_wins_over_the_source_defaults() -> None:
+    tuned = _spec(kafka_config={"max.poll.records": "500", "fetch.max.wait.ms": "100"})
+
+    found = options.stream_reader_options(tuned, INPUT)
+
+    assert (found["kafka.max.poll.records"], found["kafka.fetch.max.wait.ms"]) == ("500", "100")
 
 
 def test_table_reader_reads_everything_up_to_now() -> None:
