@@ -537,15 +537,17 @@ def median_of(label: str, measure: Any) -> float:
     return statistics.median(values)
 
 
-def median_pair(label: str, measure: Any) -> tuple[float, float]:
-    """Medians of (whole run, steady state) records/s."""
+def median_pair(
+    label: str, measure: Any, names: tuple[str, str] = ("whole run", "after the first batch")
+) -> tuple[float, float]:
+    """Medians of a pair of records/s figures: (whole run, steady state) unless `names` say."""
     runs = []
     for attempt in range(REPEATS):
         whole, steady = measure()
         runs.append((whole, steady))
         print(
-            f"  {label} run {attempt + 1}: {whole:,.0f} records/s whole run, "
-            f"{steady:,.0f} after the first batch",
+            f"  {label} run {attempt + 1}: {whole:,.0f} records/s {names[0]}, "
+            f"{steady:,.0f} {names[1]}",
             flush=True,
         )
     return statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs)
@@ -598,7 +600,9 @@ def throughput(bootstrap: str) -> None:
             "(a) Spark local[2]", lambda: bench_spark(bootstrap, source, "local[2]", workdir)
         )
         source_only = median_pair(
-            "(a0) Spark Kafka source alone", lambda: bench_spark_source(bootstrap, source, workdir)
+            "(a0) Spark Kafka source alone",
+            lambda: bench_spark_source(bootstrap, source, workdir),
+            names=("cold", "warm"),
         )
         plain = median_of("(b) confluent-kafka loop", lambda: bench_plain(bootstrap, source))
         faust = median_of("(c) Faust", lambda: bench_faust(bootstrap, source, workdir))

@@ -10,11 +10,13 @@ from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 60, interval: float = 0.2, what: str) -> T:
+def wait_for(
+    probe: Callable[[], T | None], *, timeout: float = 60, interval: float = 0.2, what: str
+) -> T:
     """Call `probe` until it returns a truthy value; return it, or fail naming `what`."""
-    last: list[T] = []
+    last: list[T | None] = []
 
-    def attempt() -> T:
+    def attempt() -> T | None:
         value = probe()
         last[:] = [value]
         return value

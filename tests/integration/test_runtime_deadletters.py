@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -61,7 +62,9 @@ BAD = [
 ]
 
 
-def _setup(kafka_admin: AdminClient, *, dead_letters: bool) -> tuple[list[dict], dict[str, str]]:
+def _setup(
+    kafka_admin: AdminClient, *, dead_letters: bool
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     documents = rt.load_manifests(MANIFEST)
     if not dead_letters:
         del documents[-1]["spec"]["deadLetterTopic"]
@@ -82,7 +85,10 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_query_goes_on(
 
     batches: list[progress.BatchProgress] = []
     with rt.running(spec, on_batch=[batches.append]) as driver:
-        valid = lambda: {e.key for e in rt.read_topic(kafka_bootstrap, topics["payments-valid"])}  # noqa: E731
+
+        def valid() -> set[bytes | None]:
+            return {e.key for e in rt.read_topic(kafka_bootstrap, topics["payments-valid"])}
+
         wait_for(lambda: len(valid()) == 5, timeout=120, what="the good records before the bad")
         later = [(f"k{i}", json.dumps({"id": f"p{i}", "amount": 2})) for i in range(5, 8)]
         rt.produce(kafka_bootstrap, topics["payments"], later)

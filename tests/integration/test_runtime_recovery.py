@@ -21,10 +21,10 @@ import re
 import signal
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.runtime import tables
@@ -161,7 +161,7 @@ def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
     kafka_admin: AdminClient,
     kafka_bootstrap: str,
     tmp_path: Path,
-    record_property: pytest.RecordProperty,
+    record_property: Callable[[str, object], None],
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, tmp_path)
     driver = _start(manifest, kafka_bootstrap, tmp_path)

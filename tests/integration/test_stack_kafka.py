@@ -51,9 +51,11 @@ def _consume_all(bootstrap: str, topic: str, expected: int) -> list[tuple[int, s
             empty_polls = 0 if batch else empty_polls + 1
             for message in batch:
                 assert message.error() is None, message.error()
-                received.append(
-                    (message.partition(), message.key().decode(), message.value().decode())
-                )
+                partition, key, value = message.partition(), message.key(), message.value()
+                assert partition is not None
+                assert key is not None
+                assert value is not None
+                received.append((partition, key.decode(), value.decode()))
     finally:
         consumer.close()
     return received

@@ -380,10 +380,11 @@ class Manifests(_Frozen):
     tables: dict[str, tables.Table]
 
 
-def parse_manifests(documents: Iterable[Mapping[str, Any]]) -> Manifests:
+def parse_manifests(documents: Iterable[Mapping[str, Any] | None]) -> Manifests:
     """The Apps, Topics and Tables among `documents` (parsed YAML), validated.
 
-    Objects of other API groups (a ConfigMap in the same file, say) are ignored.
+    Objects of other API groups (a ConfigMap in the same file, say) and empty documents (a
+    trailing `---`) are ignored.
     """
     resources = [kinds.parse(d) for d in documents if d and _is_rillet(d)]
     return Manifests(
@@ -394,7 +395,7 @@ def parse_manifests(documents: Iterable[Mapping[str, Any]]) -> Manifests:
 
 
 def build_run_spec_from_manifests(
-    documents: Iterable[Mapping[str, Any]],
+    documents: Iterable[Mapping[str, Any] | None],
     *,
     bootstrap_servers: str,
     app_name: str | None = None,
