@@ -3,7 +3,9 @@
 Reconciles of single objects queue here; a loop takes what is queued (up to a batch size, or
 what arrives within a short linger) and handles the batch with one describe, one create, one
 create-partitions and one alter-configs call, then one more describe of the topics it changed.
-A full queue makes callers wait (backpressure) instead of failing or exiting.
+Topics that describe does not show changed yet (broker metadata lags the controller) are
+described again off the lane, and reported once they show it. A full queue makes callers wait
+(backpressure) instead of failing or exiting.
 
 Two lanes, each with its own loop: changes users make (events) and the periodic resync. A resync
 pass over thousands of topics takes seconds of admin calls; a `kubectl apply` must not wait
@@ -15,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_exponential
@@ -28,8 +31,17 @@ from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOu
 
 log = logging.getLogger(__name__)
 
-# How long a batch waits for brokers to show the changes it made (usually milliseconds).
-CATCH_UP_SECONDS = 2.0
+# How long a reconcile waits for brokers to show the changes it made (usually milliseconds;
+# seconds on a broker busy creating or deleting thousands of partitions).
+CATCH_UP_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class _Lagging:
+    """An outcome to report once brokers show the change it made (or after a short while)."""
+
+    desired: DesiredTopic
+    outcome: SyncOutcome
 
 
 @dataclass
@@ -38,6 +50,13 @@ class _Request:
     outcome: asyncio.Future[SyncOutcome] = field(
         default_factory=lambda: asyncio.get_running_loop().create_future()
     )
+
+
+def _lags(desired: DesiredTopic, found: ObservedTopic | KafkaFailure | None) -> bool:
+    """Whether a describe still misses a change Kafka accepted (its metadata lags behind)."""
+    if isinstance(found, KafkaFailure):
+        return False
+    return found is None or topics.plan(desired, found).changes
 
 
 def _refused(action: str, name: str, failure: KafkaFailure) -> Problem:
@@ -59,6 +78,7 @@ class TopicSyncer:
         # so the two lanes never change one topic at the same time.
         self._newest: dict[str, tuple[str, int]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._catching_up: set[asyncio.Task[None]] = set()
 
     async def sync(self, desired: DesiredTopic, *, resync: bool = False) -> SyncOutcome:
         """Bring one topic in line (in the next batch of its lane) and report what happened."""
@@ -72,7 +92,11 @@ class TopicSyncer:
 
     async def run(self) -> None:
         """Serve both lanes until cancelled."""
-        await asyncio.gather(self._serve(self._events), self._serve(self._resyncs))
+        try:
+            await asyncio.gather(self._serve(self._events), self._serve(self._resyncs))
+        finally:
+            for task in self._catching_up:
+                task.cancel()
 
     async def _serve(self, queue: asyncio.Queue[_Request]) -> None:
         while True:
@@ -86,9 +110,18 @@ class TopicSyncer:
                     r.desired.name: SyncOutcome(problems=(Problem("InternalError", str(error)),))
                     for r in batch
                 }
+            lagging = []
             for request in batch:
-                if not request.outcome.done():
-                    request.outcome.set_result(outcomes[request.desired.name])
+                outcome = outcomes[request.desired.name]
+                if isinstance(outcome, _Lagging):
+                    lagging.append((request, outcome))
+                elif not request.outcome.done():
+                    request.outcome.set_result(outcome)
+            if lagging:
+                # Off the lane: the next batch need not wait for brokers to catch up.
+                task = asyncio.create_task(self._report_when_visible(lagging))
+                self._catching_up.add(task)
+                task.add_done_callback(self._catching_up.discard)
 
     async def _next_batch(self, queue: asyncio.Queue[_Request]) -> list[_Request]:
         batch = [await queue.get()]
@@ -103,7 +136,7 @@ class TopicSyncer:
                 break
         return batch
 
-    async def _handle(self, batch: Sequence[_Request]) -> dict[str, SyncOutcome]:
+    async def _handle(self, batch: Sequence[_Request]) -> dict[str, SyncOutcome | _Lagging]:
         # Several requests for one topic in a batch: the newest declaration wins.
         desired = {r.desired.name: r.desired for r in batch}
         async with contextlib.AsyncExitStack() as held:
@@ -114,7 +147,9 @@ class TopicSyncer:
                 for name, topic in desired.items()
                 if not topic.superseded_by(self._newest.get(name))
             }
-            outcomes = {name: SyncOutcome(superseded=True) for name in desired.keys() - current}
+            outcomes: dict[str, SyncOutcome | _Lagging] = {
+                name: SyncOutcome(superseded=True) for name in desired.keys() - current
+            }
             with metrics.BATCH_SECONDS.time():
                 try:
                     outcomes |= await self._reconcile(current) if current else {}
@@ -123,7 +158,9 @@ class TopicSyncer:
                     outcomes |= {name: SyncOutcome(unavailable=message) for name in current}
         return outcomes
 
-    async def _reconcile(self, desired: dict[str, DesiredTopic]) -> dict[str, SyncOutcome]:
+    async def _reconcile(
+        self, desired: dict[str, DesiredTopic]
+    ) -> dict[str, SyncOutcome | _Lagging]:
         observed = await self._admin.describe(desired)
         plans: dict[str, topics.TopicPlan] = {}
         problems: dict[str, list[Problem]] = {name: [] for name in desired}
@@ -147,9 +184,9 @@ class TopicSyncer:
                 if failure is not None:
                     failures.setdefault(name, []).append((action, failure))
 
-        changed = {n: desired[n] for n, p in plans.items() if p.changes}
-        after = await self._observe(changed, expect=changed.keys() - failures.keys())
-        outcomes = {}
+        changed = [n for n, p in plans.items() if p.changes]
+        after = await self._admin.describe(changed) if changed else {}
+        outcomes: dict[str, SyncOutcome | _Lagging] = {}
         for name in desired:
             refused = [_refused(action, name, f) for action, f in failures.get(name, [])]
             final = after.get(name, observed.get(name))
@@ -157,45 +194,51 @@ class TopicSyncer:
             applied = tuple(topics.describe_changes(plan, desired[name])) if plan else ()
             if refused:
                 applied = ()
-            outcomes[name] = SyncOutcome(
+            outcome = SyncOutcome(
                 observed=final if isinstance(final, ObservedTopic) else None,
                 applied=applied,
                 problems=tuple(problems[name] + refused),
             )
+            accepted = name in changed and name not in failures
+            if accepted and _lags(desired[name], after.get(name)):
+                outcomes[name] = _Lagging(desired[name], outcome)
+            else:
+                outcomes[name] = outcome
         return outcomes
 
-    async def _observe(
-        self, desired: Mapping[str, DesiredTopic], *, expect: Set[str]
-    ) -> dict[str, ObservedTopic | KafkaFailure | None]:
-        """Describe topics a batch changed, again for a moment while Kafka lags behind.
+    async def _report_when_visible(self, lagging: Sequence[tuple[_Request, _Lagging]]) -> None:
+        """Describe topics a batch changed until they show the change, then report them.
 
         The controller commits a create, new partitions or a config change before every
-        broker's metadata has it, so a describe right after can still miss it. Reporting that
-        view would leave a new topic pending until the next resync; topics in `expect` (the
-        changes Kafka accepted) are described until they show what was declared.
+        broker's metadata has it, so the describe right after can still miss it. Reporting that
+        view would leave a new topic pending until the next resync. After CATCH_UP_SECONDS the
+        last view is reported as it is (the resync picks the topic up later).
         """
+        waiting = {request.desired.name: lag for request, lag in lagging}
         seen: dict[str, ObservedTopic | KafkaFailure | None] = {}
 
-        def lagging(name: str) -> bool:
-            found = seen.get(name)
-            if isinstance(found, KafkaFailure):
-                return False
-            return name in expect and (found is None or topics.plan(desired[name], found).changes)
-
         async def caught_up() -> bool:
-            seen.update(
-                await self._admin.describe([n for n in desired if n not in seen or lagging(n)])
-            )
-            return not any(lagging(name) for name in desired)
+            stale = [name for name, lag in waiting.items() if _lags(lag.desired, seen.get(name))]
+            seen.update(await self._admin.describe(stale))
+            return not any(_lags(lag.desired, seen.get(name)) for name, lag in waiting.items())
 
-        if desired:
+        try:
             await AsyncRetrying(
                 stop=stop_after_delay(CATCH_UP_SECONDS),
                 wait=wait_exponential(multiplier=0.05, max=0.5),
                 retry=retry_if_result(lambda done: not done),
                 retry_error_callback=lambda _: False,
             )(caught_up)
-        return seen
+        except KafkaUnavailableError:
+            log.warning("Kafka unreachable while waiting for %d new topics to show", len(waiting))
+        finally:
+            for request, lag in lagging:
+                found = seen.get(request.desired.name)
+                outcome = lag.outcome
+                if isinstance(found, ObservedTopic):
+                    outcome = dataclasses.replace(outcome, observed=found)
+                if not request.outcome.done():
+                    request.outcome.set_result(outcome)
 
     async def delete(self, name: str) -> KafkaFailure | None:
         """Delete one topic now (deletions are rare: no batching)."""
