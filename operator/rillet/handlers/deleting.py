@@ -37,7 +37,7 @@ async def delete_topic(
         )
         return
     try:
-        failure = await syncer.delete(subject.kafka_name)
+        failure = await syncer.delete(subject.kafka_name, owner=subject.claim.uid)
     except KafkaUnavailableError as error:
         if retry < UNAVAILABLE_RETRIES:
             raise kopf.TemporaryError(

@@ -79,6 +79,9 @@ class TopicSyncer:
         self._newest: dict[str, tuple[str, int]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._catching_up: set[asyncio.Task[None]] = set()
+        # Topics deleted for an object (its uid): requests of that object still queued, say from a
+        # resync pass that read it just before its deletion, would create the topic again.
+        self._deleted: dict[str, str] = {}
 
     async def sync(self, desired: DesiredTopic, *, resync: bool = False) -> SyncOutcome:
         """Bring one topic in line (in the next batch of its lane) and report what happened."""
@@ -145,7 +148,7 @@ class TopicSyncer:
             current = {
                 name: topic
                 for name, topic in desired.items()
-                if not topic.superseded_by(self._newest.get(name))
+                if not topic.superseded_by(self._newest.get(name)) and not self._deleted_for(topic)
             }
             outcomes: dict[str, SyncOutcome | _Lagging] = {
                 name: SyncOutcome(superseded=True) for name in desired.keys() - current
@@ -240,8 +243,17 @@ class TopicSyncer:
                 if not request.outcome.done():
                     request.outcome.set_result(outcome)
 
-    async def delete(self, name: str) -> KafkaFailure | None:
-        """Delete one topic now (deletions are rare: no batching)."""
-        with contextlib.suppress(KeyError):
-            return (await self._admin.delete([name]))[name]
-        return None
+    def _deleted_for(self, topic: DesiredTopic) -> bool:
+        return topic.source is not None and self._deleted.get(topic.name) == topic.source[0]
+
+    async def delete(self, name: str, *, owner: str) -> KafkaFailure | None:
+        """Delete one topic for the object `owner` (its uid) now; deletions are rare: no batch.
+
+        Waits for a batch changing the topic to finish first; afterwards, requests of the same
+        object are dropped as superseded (a new object of the same name has another uid).
+        """
+        async with self._locks.setdefault(name, asyncio.Lock()):
+            self._deleted[name] = owner
+            with contextlib.suppress(KeyError):
+                return (await self._admin.delete([name]))[name]
+            return None
