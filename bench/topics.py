@@ -195,6 +195,8 @@ def resync_cpu(operator: OperatorProcess) -> float:
 def delete_kafka_topics(admin: AdminClient, *, prefix: str) -> None:
     """Delete the run's topics (its objects are Retain): later runs start from a clean broker."""
     names = [name for name in admin.list_topics(timeout=10).topics if name.startswith(prefix)]
+    if not names:  # the run failed before making any; delete_topics refuses an empty list
+        return
     for future in admin.delete_topics(names, operation_timeout=120).values():
         future.result()
 

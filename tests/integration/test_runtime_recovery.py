@@ -157,6 +157,15 @@ def _copies(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
     return Counter((k["partition"], k["offset"]) for k in keys)
 
 
+def _wait_for_a_quarter(bootstrap: str, topic: str) -> None:
+    wait_for(
+        lambda: _processed(bootstrap, topic) >= LINES // 4,
+        timeout=180,
+        interval=0.1,
+        what="a quarter of the input processed",
+    )
+
+
 def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
     kafka_admin: AdminClient,
     kafka_bootstrap: str,
@@ -166,12 +175,7 @@ def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, tmp_path)
     driver = _start(manifest, kafka_bootstrap, tmp_path)
     try:
-        wait_for(
-            lambda: _processed(kafka_bootstrap, topics["sentences"]) >= LINES // 4,
-            timeout=180,
-            interval=0.1,
-            what="a quarter of the input processed",
-        )
+        _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
     finally:
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
@@ -197,12 +201,7 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, tmp_path)
     driver = _start(manifest, kafka_bootstrap, tmp_path)
     try:
-        wait_for(
-            lambda: _processed(kafka_bootstrap, topics["sentences"]) >= LINES // 4,
-            timeout=180,
-            interval=0.1,
-            what="a quarter of the input processed",
-        )
+        _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
     finally:
         driver.send_signal(signal.SIGTERM)
     assert driver.wait(timeout=120) == 0, (tmp_path / "driver.log").read_text()[-3000:]

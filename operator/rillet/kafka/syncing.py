@@ -187,7 +187,7 @@ class TopicSyncer:
                 if failure is not None:
                     failures.setdefault(name, []).append((action, failure))
 
-        changed = [n for n, p in plans.items() if p.changes]
+        changed = {n for n, p in plans.items() if p.changes}
         after = await self._admin.describe(changed) if changed else {}
         outcomes: dict[str, SyncOutcome | _Lagging] = {}
         for name in desired:
