@@ -22,3 +22,33 @@ def name_problem(name: str) -> str | None:
             f"{fields.KAFKA_TOPIC_NAME_MAX_LENGTH}: set a shorter spec.topicName"
         )
     return None
+
+
+# The Kubernetes objects of an App. Every name derives from the App's name, which the API keeps
+# to 45 characters (apps.APP_NAME_MAX_LENGTH) so that each of these fits its own limit.
+
+
+def app_driver_name(app: str) -> str:
+    """Name of the driver's StatefulSet, headless Service, ServiceAccount, Role and RoleBinding."""
+    return f"{app}-driver"
+
+
+def app_driver_pod_name(app: str) -> str:
+    """Name of the driver pod (the only pod of the driver StatefulSet)."""
+    return f"{app_driver_name(app)}-0"
+
+
+def app_run_config_name(app: str) -> str:
+    """Name of the ConfigMap holding the run spec, Spark conf and executor pod template."""
+    return f"{app}-run"
+
+
+def app_checkpoint_claim_name(app: str) -> str:
+    """Name of the driver's checkpoint PersistentVolumeClaim (the StatefulSet names it
+    `<volumeClaimTemplate>-<pod>`)."""
+    return f"checkpoint-{app_driver_pod_name(app)}"
+
+
+def app_executor_pod_prefix(app: str) -> str:
+    """Prefix of executor pod names: Spark names them `<prefix>-exec-<id>`."""
+    return app

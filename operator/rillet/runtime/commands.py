@@ -1,8 +1,9 @@
-"""The runtime's commands: `rillet run` (an App on local Spark) and `rillet table get`.
+"""The runtime's commands: `rillet run` (an App on local Spark), `rillet drive` (the driver of an
+App in its pod on Kubernetes) and `rillet table get`.
 
 `register(app)` adds them to the `rillet` command line. pyspark is imported only inside
-`rillet run`, never when this module is imported: the operator image imports `rillet.cli` and
-has no pyspark.
+`rillet run` and `rillet drive`, never when this module is imported: the operator image imports
+`rillet.cli` and has no pyspark.
 
 Spark needs its Kafka connector jars, which pyspark lacks. `rillet run` takes them from `--jars`
 or from the RILLET_SPARK_JARS environment variable (comma-separated paths); `rillet.cli` sets
@@ -12,10 +13,14 @@ unset. The runtime never looks for jars itself (it must not depend on the local 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
+import pydantic
 import typer
 import yaml
 
@@ -39,8 +44,9 @@ BootstrapOption = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add `run` and `table get` to the `rillet` command line."""
+    """Add `run`, `drive` and `table get` to the `rillet` command line."""
     app.command("run")(run_app)
+    app.command("drive")(drive_app)
     table = typer.Typer(help="Read Tables from their compacted topics.", no_args_is_help=True)
     table.command("get")(table_get)
     app.add_typer(table, name="table")
@@ -187,6 +193,108 @@ def run_app(
     except driving.QueryFailedError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=1) from None
+
+
+RunSpecArgument = Annotated[
+    Path, typer.Argument(help="The run spec (JSON of rillet.reconcile.apprun.RunSpec).")
+]
+PodTemplateOption = Annotated[
+    Path | None,
+    typer.Option(help="Pod template of the executors (spark.kubernetes.executor.podTemplateFile)."),
+]
+TerminationLogOption = Annotated[
+    Path,
+    typer.Option(hidden=True, help="Where the one-line reason of a failure is written."),
+]
+
+
+def drive_app(
+    run_spec: RunSpecArgument,
+    executor_pod_template: PodTemplateOption = None,
+    jars: JarsOption = None,
+    metrics_port: MetricsPortOption = 9090,
+    metrics_host: MetricsHostOption = "0.0.0.0",  # scraped from outside the pod
+    termination_log: TerminationLogOption = Path("/dev/termination-log"),
+) -> None:
+    """Run an App as its driver pod on Kubernetes (the operator's StatefulSet starts this).
+
+    Spark settings come from RILLET_SPARK_CONF_JSON, the pod's identity from POD_NAME, POD_IP
+    and POD_NAMESPACE, the App's name from RILLET_APP_NAME. Executors follow the App's
+    status.executors.desired; the pod's rillet.io/progress annotation reports progress. SIGTERM
+    stops at a batch end. A failure's reason goes to stderr and the termination log (exit 1).
+    """
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    from rillet.runtime import incluster, reporting
+
+    def fail(message: str) -> typer.Exit:
+        typer.echo(f"error: {message}", err=True)
+        incluster.write_termination_message(message, termination_log)
+        return typer.Exit(code=1)
+
+    try:
+        spec = _load_run_spec(run_spec)
+        pod = incluster.PodIdentity.from_environ(os.environ)
+        conf = incluster.build_drive_conf(
+            operator_conf=incluster.parse_spark_conf_json(os.environ.get(incluster.SPARK_CONF_ENV)),
+            pod=pod,
+            app_name=spec.app,
+            jars=jars,
+            executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
+        )
+    except ValueError as error:
+        raise fail(str(error)) from None
+    missing = incluster.missing_pod_settings(conf, pod)
+    if missing:
+        raise fail(f"{', '.join(missing)} not set: the driver pod gives them (downward API)")
+    if not jars:
+        raise fail(f"{JARS_ENV} is not set: the runtime image names the Kafka connector jars")
+    pod = dataclasses.replace(
+        pod, namespace=pod.namespace or spec.namespace, app_name=pod.app_name or spec.app
+    )
+
+    from rillet.runtime import driving  # pyspark lives here: imported only to run
+
+    tally = reporting.BatchTally()
+    options = driving.RunOptions(
+        spark_conf=conf,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        python_path=[str(run_spec.resolve().parent), str(Path.cwd())],
+    )
+    typer.echo(f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}", err=True)
+    try:
+        driving.run(
+            spec,
+            options,
+            on_batch=[tally.on_batch],
+            alongside=functools.partial(incluster.alongside, pod=pod, tally=tally),
+        )
+    except Exception as error:
+        logging.getLogger(__name__).exception("the App failed")
+        raise fail(incluster.summarize_error(error)) from None
+
+
+def _load_run_spec(path: Path) -> apprun.RunSpec:
+    """The run spec file; ValueError saying what is wrong, without the values (secrets)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ValueError(f"cannot read the run spec {path}: {error.strerror}") from None
+    try:
+        return apprun.RunSpec.model_validate_json(text)
+    except pydantic.ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in error.errors(include_input=False, include_url=False)
+        )
+        raise ValueError(f"{path} is not a run spec: {problems}") from None
+
+
+def _existing(path: Path | None, option: str) -> str | None:
+    if path is not None and not path.is_file():
+        raise ValueError(f"{option}: no file {path}")
+    return None if path is None else str(path)
 
 
 TableArgument = Annotated[

@@ -16,8 +16,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
@@ -239,14 +239,28 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def run(spec: apprun.RunSpec, run_options: RunOptions) -> None:
-    """A driver process: run the App until its queries end, one fails, or a signal stops it."""
+Alongside = Callable[[SparkSession], AbstractContextManager[object]]
+
+
+def run(
+    spec: apprun.RunSpec,
+    run_options: RunOptions,
+    *,
+    on_batch: Sequence[listening.BatchHandler] = (),
+    alongside: Alongside | None = None,
+) -> None:
+    """A driver process: run the App until its queries end, one fails, or a signal stops it.
+
+    `on_batch` handlers get each finished batch of the App's queries; `alongside`, given the
+    session, is entered before the queries start and left before they are stopped (the
+    in-cluster loop of a driver pod).
+    """
     sys.path[:0] = [p for p in run_options.python_path if p not in sys.path]
     spark = build_session(spec, run_options)
-    driver = Driver(spark, spec)
+    driver = Driver(spark, spec, on_batch=on_batch)
     stop = threading.Event()
     try:
-        with stop_on_signals(stop):
+        with stop_on_signals(stop), (alongside or _nothing)(spark):
             if run_options.metrics_port is not None:
                 port = driver.metrics.serve(
                     host=run_options.metrics_host, port=run_options.metrics_port
@@ -259,3 +273,7 @@ def run(spec: apprun.RunSpec, run_options: RunOptions) -> None:
         driver.stop(timeout=run_options.stop_timeout_seconds)
         driver.metrics.close()
         spark.stop()
+
+
+def _nothing(spark: SparkSession) -> AbstractContextManager[object]:
+    return nullcontext()

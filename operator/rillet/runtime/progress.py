@@ -49,6 +49,7 @@ class BatchProgress:
     duration_seconds: float
     late_rows_dropped: int
     observed: Mapping[str, Mapping[str, Any]]
+    source_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def end_offsets(self) -> dict[TopicPartition, int]:
@@ -101,7 +102,22 @@ def parse_progress(progress: Mapping[str, Any]) -> BatchProgress:
             int(op.get("numRowsDroppedByWatermark", 0)) for op in progress.get("stateOperators", [])
         ),
         observed=progress.get("observedMetrics") or {},
+        source_rates=source_rates(progress.get("sources", [])),
     )
+
+
+def source_rates(sources: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Records per second each Kafka source read, by its topics (comma-joined, sorted).
+
+    Keyed by topic, so that an input several queries read (an output and its dead letters) can
+    be counted once. Sources without Kafka offsets are left out.
+    """
+    rates: dict[str, float] = {}
+    for source in sources:
+        topics = ",".join(sorted(_offsets(source.get("endOffset"))))
+        if topics:
+            rates[topics] = rates.get(topics, 0.0) + _rate(source.get("inputRowsPerSecond"))
+    return rates
 
 
 def _rate(value: Any) -> float:

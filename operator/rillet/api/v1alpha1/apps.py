@@ -4,23 +4,29 @@ An App reads its inputs as streaming views (one per input, named by `inputs[].na
 pipeline (Spark SQL over those views, or a Python function), and writes the results to Topics or
 Tables. The operator runs the Spark driver, scales executors on Kafka lag between
 `scaling.minExecutors` and `scaling.maxExecutors`, and reports progress in `status`.
+
+The parts of the spec (inputs, pipeline, outputs, scaling, resources...) are in `appspecs`;
+this module holds the App as a whole: its name rule, the Spark settings it may not set, its
+spec and its status.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from rillet.api.v1alpha1 import conditions, fields, objects, rules
+from rillet.api.v1alpha1 import appspecs, conditions, objects, rules
 
 # Spark settings Rillet derives from the App (or from where it runs): a user value would be
 # overwritten or would break the driver, so the apiserver refuses them.
 RESERVED_SPARK_CONF = frozenset(
     {
         "spark.app.name",
+        "spark.blockManager.port",
         "spark.driver.bindAddress",
         "spark.driver.cores",
         "spark.driver.host",
@@ -29,6 +35,7 @@ RESERVED_SPARK_CONF = frozenset(
         "spark.executor.cores",
         "spark.executor.instances",
         "spark.executor.memory",
+        "spark.executor.memoryOverhead",
         "spark.jars",
         "spark.kubernetes.container.image",
         "spark.kubernetes.driver.container.image",
@@ -38,6 +45,8 @@ RESERVED_SPARK_CONF = frozenset(
         "spark.kubernetes.executor.container.image",
         "spark.kubernetes.executor.limit.cores",
         "spark.kubernetes.executor.podNamePrefix",
+        "spark.kubernetes.executor.podTemplateContainerName",
+        "spark.kubernetes.executor.podTemplateFile",
         "spark.kubernetes.executor.request.cores",
         "spark.kubernetes.namespace",
         "spark.master",
@@ -47,18 +56,31 @@ RESERVED_SPARK_CONF = frozenset(
 )
 RESERVED_SPARK_CONF_PREFIXES = ("spark.dynamicAllocation.", "spark.kubernetes.authenticate.")
 
-PYTHON_ENTRYPOINT_PATTERN = (
-    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
-)
-MAX_EXECUTORS = 1000
-
-# An App's name prefixes its pods and names its driver Service: a DNS-1035 label, short enough
-# for Spark's executor pod names (prefix + "-exec-<n>" within 63 characters).
+# An App's name prefixes its pods and names its driver Service: a DNS-1035 label. 45 characters
+# at most: the driver StatefulSet is "<app>-driver", and Kubernetes labels its pods with
+# controller-revision-hash "<statefulset>-<hash of up to 10 characters>", a label value of at most
+# 63 characters (a StatefulSet name over 52 characters gets no pods). Spark's executor pod names
+# (prefix + "-exec-<n>") fit as well.
 APP_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-APP_NAME_MAX_LENGTH = 47
+APP_NAME_MAX_LENGTH = 45
 
-StartingOffsets = Literal["earliest", "latest"]
-OutputMode = Literal["append", "upsert"]
+# The parts of the spec live in appspecs; these names are kept for callers of `apps.Input` etc.
+PYTHON_ENTRYPOINT_PATTERN = appspecs.PYTHON_ENTRYPOINT_PATTERN
+MAX_EXECUTORS = appspecs.MAX_EXECUTORS
+StartingOffsets = appspecs.StartingOffsets
+OutputMode = appspecs.OutputMode
+ExternalTopic = appspecs.ExternalTopic
+Input = appspecs.Input
+PythonPipeline = appspecs.PythonPipeline
+Pipeline = appspecs.Pipeline
+Output = appspecs.Output
+Scaling = appspecs.Scaling
+DriverResources = appspecs.DriverResources
+ExecutorResources = appspecs.ExecutorResources
+Checkpoint = appspecs.Checkpoint
+Trigger = appspecs.Trigger
+DeadLetter = appspecs.DeadLetter
+
 Phase = Literal["Pending", "Running", "Suspended", "Failed"]
 
 
@@ -108,298 +130,6 @@ NO_RESERVED_SPARK_CONF = rules.Rule(
 )
 
 
-class ExternalTopic(objects.WireModel):
-    """A Kafka topic that no Topic object manages (it must already exist)."""
-
-    topic_name: fields.KafkaTopicName = Field(description="Name of the topic in Kafka.")
-
-
-class Input(objects.WireModel):
-    """A Kafka topic or Table the pipeline reads, exposed to it as a view named `name`.
-
-    The view's columns depend on format: json gives the columns of `schema`; string gives `key`
-    and `value` (STRING); bytes gives `key` and `value` (BINARY). Every view also has
-    `timestamp`, `partition` and `offset`.
-    """
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.exactly_one(
-            "topicRef",
-            "tableRef",
-            "external",
-            message="an input needs exactly one of topicRef, tableRef or external: keep one",
-        ),
-        rules.Rule(
-            rule="has(self.tableRef) || (has(self.format) && self.format != 'json') || "
-            "has(self.schema)",
-            message="schema is required for json topic inputs (format json is the default): "
-            'give the columns as a Spark DDL string, e.g. "word STRING, n BIGINT"',
-            field_path=".schema",
-            reason="FieldValueRequired",
-            check=lambda i: (
-                i.table_ref is not None
-                or (i.format is not None and i.format != "json")
-                or i.schema_ is not None
-            ),
-        ),
-        rules.Rule(
-            rule="!has(self.schema) || !has(self.format) || self.format == 'json'",
-            message="schema applies only to json inputs: remove it, or set format: json",
-            field_path=".schema",
-            check=lambda i: i.schema_ is None or i.format in {None, "json"},
-        ),
-    )
-
-    name: fields.SqlIdentifier = Field(
-        description="Name of the view the pipeline reads this input from (a SQL identifier, "
-        "unique among the inputs).",
-    )
-    topic_ref: fields.LocalObjectReference | None = Field(
-        default=None,
-        description="Read the Kafka topic of this Topic object.",
-    )
-    table_ref: fields.LocalObjectReference | None = Field(
-        default=None,
-        description="Read this Table (its latest value per key) for lookups and joins.",
-    )
-    external: ExternalTopic | None = Field(
-        default=None,
-        description="Read a Kafka topic that no Topic object manages.",
-    )
-    format: fields.Format | None = Field(
-        default=None,
-        description="How record values are encoded: json, string or bytes. Defaults to json, or "
-        "to the Table's valueFormat for a tableRef.",
-    )
-    schema_: fields.DdlSchema | None = Field(
-        default=None,
-        alias="schema",
-        description="For json: the value's columns as a Spark DDL string, e.g. \"user STRING, "
-        "ts TIMESTAMP\". Required for json topics; a Table's valueSchema otherwise.",
-    )
-    starting_offsets: StartingOffsets = Field(
-        default="latest",
-        description="Where a new App starts reading: earliest or latest. Ignored once the "
-        "checkpoint holds offsets.",
-    )
-
-
-class PythonPipeline(objects.WireModel):
-    """A pipeline written as a Python function shipped in the App's image."""
-
-    entrypoint: Annotated[str, Field(max_length=512, pattern=PYTHON_ENTRYPOINT_PATTERN)] = Field(
-        description='The function as "module:function", e.g. "clicks.pipeline:build". It is '
-        "called with the SparkSession and a dict of the input views by name, and "
-        "returns a DataFrame, or a dict of DataFrames by result name.",
-    )
-
-
-class Pipeline(objects.WireModel):
-    """What the App computes: exactly one of sql or python."""
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.exactly_one(
-            "sql",
-            "python",
-            message="pipeline needs exactly one of sql or python: keep one",
-        ),
-    )
-
-    sql: Annotated[str, Field(min_length=1, max_length=262144)] | None = Field(
-        default=None,
-        description="Spark SQL over the input views. Several statements may create temporary "
-        "views; the last statement is the result, and outputs[].from can name views.",
-    )
-    python: PythonPipeline | None = Field(
-        default=None,
-        description="A Python function from the App's image.",
-    )
-
-
-class Output(objects.WireModel):
-    """Where a result of the pipeline is written: a Topic (records) or a Table (upserts by key)."""
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.exactly_one(
-            "topicRef",
-            "tableRef",
-            message="an output needs exactly one of topicRef or tableRef: keep one",
-        ),
-        rules.Rule(
-            rule="!has(self.tableRef) || !has(self.mode) || self.mode == 'upsert'",
-            message="mode of a tableRef output must be upsert (a Table keeps the latest value per "
-            "key): remove mode or set it to upsert",
-            field_path=".mode",
-            check=lambda o: o.table_ref is None or o.mode in {None, "upsert"},
-        ),
-        rules.Rule(
-            rule="(!has(self.tableRef) && (!has(self.mode) || self.mode != 'upsert')) || "
-            "(has(self.keyColumns) && self.keyColumns.size() > 0)",
-            message="keyColumns is required for tableRef outputs and upsert mode (records are "
-            "keyed by them): list the key columns",
-            field_path=".keyColumns",
-            reason="FieldValueRequired",
-            check=lambda o: (o.table_ref is None and o.mode != "upsert") or bool(o.key_columns),
-        ),
-    )
-
-    topic_ref: fields.LocalObjectReference | None = Field(
-        default=None,
-        description="Write records to the Kafka topic of this Topic object.",
-    )
-    table_ref: fields.LocalObjectReference | None = Field(
-        default=None,
-        description="Upsert into this Table, keyed by keyColumns.",
-    )
-    from_: fields.SqlIdentifier | None = Field(
-        default=None,
-        alias="from",
-        description="Which result to write when the pipeline has several: a view name of the SQL "
-        "or a result name of the Python function. Defaults to the single result.",
-    )
-    key_columns: Annotated[list[fields.ColumnName], Field(max_length=32)] | None = Field(
-        default=None,
-        description="Columns that form the record key (JSON-encoded when several). Absent: "
-        "records have no key. Required for Tables and upsert.",
-    )
-    value_columns: (
-        Annotated[list[fields.ColumnName], Field(min_length=1, max_length=1024)] | None
-    ) = Field(
-        default=None,
-        description="Columns that form the record value (JSON-encoded). Defaults to all columns.",
-    )
-    mode: OutputMode | None = Field(
-        default=None,
-        description="append: every result row is a record; upsert: only the latest row per key "
-        "counts (aggregations). Defaults to append for Topics, upsert for Tables.",
-    )
-
-
-class Scaling(objects.WireModel):
-    """How many executors run the App, scaled on Kafka lag."""
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.Rule(
-            # Guarded: the apiserver checks the CRD's default ({}) before filling nested defaults.
-            rule="!has(self.minExecutors) || !has(self.maxExecutors) || "
-            "self.minExecutors <= self.maxExecutors",
-            message="scaling.minExecutors must not exceed scaling.maxExecutors: lower "
-            "minExecutors or raise maxExecutors",
-            field_path=".minExecutors",
-            check=lambda s: s.min_executors <= s.max_executors,
-        ),
-    )
-
-    min_executors: Annotated[int, Field(ge=0, le=MAX_EXECUTORS)] = Field(
-        default=1,
-        description="Fewest executors, also when there is no lag (0 lets the driver alone run).",
-    )
-    max_executors: Annotated[int, Field(ge=1, le=MAX_EXECUTORS)] = Field(
-        default=8,
-        description="Most executors. More executors than input partitions would sit idle, so the "
-        "operator also caps the count at the partition count.",
-    )
-    executor_cores: Annotated[int, Field(ge=1, le=64)] = Field(
-        default=1,
-        description="Task slots per executor (spark.executor.cores); one task reads one "
-        "partition at a time.",
-    )
-    lag_target: Annotated[int, Field(ge=1)] = Field(
-        default=1000,
-        description="Records of lag each executor is expected to absorb: desired executors = "
-        "total lag / lagTarget, within the bounds.",
-    )
-    stabilization_window_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
-        default=60,
-        description="Seconds a lower executor count must be wanted before scaling down.",
-    )
-
-
-class DriverResources(objects.WireModel):
-    """CPU and memory of the Spark driver pod."""
-
-    cpu: fields.CpuQuantity = Field(default="1", description='CPU request, e.g. "1" or "500m".')
-    memory: fields.MemoryQuantity = Field(
-        default="1Gi", description='Memory of the driver pod, e.g. "1Gi".'
-    )
-
-
-class ExecutorResources(objects.WireModel):
-    """CPU and memory of each Spark executor pod."""
-
-    cpu: fields.CpuQuantity | None = Field(
-        default=None,
-        description='CPU request, e.g. "2" or "1500m". Defaults to scaling.executorCores.',
-    )
-    memory: fields.MemoryQuantity = Field(
-        default="2Gi", description='Memory of each executor pod, e.g. "2Gi".'
-    )
-
-
-class Checkpoint(objects.WireModel):
-    """Where Spark keeps the App's offsets and state between restarts."""
-
-    location: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
-        description="A directory: a path on a volume, or a URL such as s3a://bucket/apps/clicks. "
-        "Changing it restarts the App from startingOffsets with empty state.",
-    )
-
-
-class Trigger(objects.WireModel):
-    """When micro-batches run: exactly one of processingTime, availableNow or realTime."""
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.exactly_one(
-            "processingTime",
-            "availableNow",
-            "realTime",
-            message="trigger needs exactly one of processingTime, availableNow or realTime: keep "
-            "one (or remove trigger to run batches back to back)",
-        ),
-        rules.Rule(
-            rule="!has(self.availableNow) || self.availableNow",
-            message="trigger.availableNow can only be true: remove trigger to run continuously",
-            field_path=".availableNow",
-            check=lambda t: t.available_now in {None, True},
-        ),
-    )
-
-    processing_time: fields.Duration | None = Field(
-        default=None,
-        description="Start a micro-batch every interval, e.g. 10s (0s: back to back).",
-    )
-    available_now: bool | None = Field(
-        default=None,
-        description="true: process what is available now, then stop (the App completes).",
-    )
-    real_time: Annotated[fields.Duration, fields.positive_duration("trigger.realTime")] | None = (
-        Field(
-            default=None,
-            description="Spark real-time mode with this checkpoint interval, e.g. 5m: lowest "
-            "latency, one long task per partition (needs a core per partition).",
-        )
-    )
-
-
-class DeadLetter(objects.WireModel):
-    """A Kafka topic for records the pipeline fails to process: exactly one of its fields."""
-
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
-        rules.exactly_one(
-            "topicRef",
-            "topicName",
-            message="deadLetterTopic needs exactly one of topicRef or topicName: keep one",
-        ),
-    )
-
-    topic_ref: fields.LocalObjectReference | None = Field(
-        default=None, description="A Topic object in the same namespace."
-    )
-    topic_name: fields.KafkaTopicName | None = Field(
-        default=None, description="A Kafka topic that no Topic object manages."
-    )
-
-
 class AppSpec(objects.WireModel):
     """The streaming job: inputs, pipeline, outputs, and how it runs."""
 
@@ -407,18 +137,18 @@ class AppSpec(objects.WireModel):
         description="Container image of the Spark driver and executors (with Rillet's runtime "
         "and, for python pipelines, the App's code).",
     )
-    inputs: Annotated[list[Input], Field(min_length=1, max_length=16)] = Field(
+    inputs: Annotated[list[appspecs.Input], Field(min_length=1, max_length=16)] = Field(
         description="Kafka topics and Tables the pipeline reads, one view each.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
         },
     )
-    pipeline: Pipeline = Field(description="What the App computes from its inputs.")
+    pipeline: appspecs.Pipeline = Field(description="What the App computes from its inputs.")
 
     @field_validator("inputs")
     @classmethod
-    def _unique_input_names(cls, inputs: list[Input]) -> list[Input]:
+    def _unique_input_names(cls, inputs: list[appspecs.Input]) -> list[appspecs.Input]:
         # The apiserver enforces this through the list's map keys (x-kubernetes-list-map-keys).
         names = [i.name for i in inputs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -426,30 +156,30 @@ class AppSpec(objects.WireModel):
             raise ValueError(f"input names must be unique: {', '.join(duplicates)} is repeated")
         return inputs
 
-    outputs: Annotated[list[Output], Field(min_length=1, max_length=16)] = Field(
+    outputs: Annotated[list[appspecs.Output], Field(min_length=1, max_length=16)] = Field(
         description="Topics and Tables the results are written to.",
     )
-    scaling: Scaling = Field(
-        default_factory=Scaling,
+    scaling: appspecs.Scaling = Field(
+        default_factory=appspecs.Scaling,
         description="Executor bounds and lag-based scaling.",
         json_schema_extra={"default": {}},
     )
-    driver: DriverResources = Field(
-        default_factory=DriverResources,
+    driver: appspecs.DriverResources = Field(
+        default_factory=appspecs.DriverResources,
         description="Resources of the driver pod.",
         json_schema_extra={"default": {}},
     )
-    executor: ExecutorResources = Field(
-        default_factory=ExecutorResources,
+    executor: appspecs.ExecutorResources = Field(
+        default_factory=appspecs.ExecutorResources,
         description="Resources of each executor pod.",
         json_schema_extra={"default": {}},
     )
-    checkpoint: Checkpoint | None = Field(
+    checkpoint: appspecs.Checkpoint | None = Field(
         default=None,
-        description="Where offsets and state are kept. Defaults to a per-App directory chosen "
-        "by the operator.",
+        description="Where offsets and state are kept. Defaults to a volume of the App's own "
+        "(a PersistentVolumeClaim of the driver).",
     )
-    trigger: Trigger | None = Field(
+    trigger: appspecs.Trigger | None = Field(
         default=None,
         description="When micro-batches run. Absent: back to back, as soon as the last one ends.",
     )
@@ -466,7 +196,7 @@ class AppSpec(objects.WireModel):
         "manages (spark.master, spark.executor.*, spark.kubernetes.namespace, ...) "
         "are refused.",
     )
-    dead_letter_topic: DeadLetter | None = Field(
+    dead_letter_topic: appspecs.DeadLetter | None = Field(
         default=None,
         description="Where records that fail to process go. Absent: a failure stops the App.",
     )
@@ -481,6 +211,23 @@ class Executors(objects.WireModel):
 
     desired: int | None = Field(default=None, description="Executors the operator asks for.")
     ready: int | None = Field(default=None, description="Executors registered with the driver.")
+    cap: int | None = Field(
+        default=None,
+        description="Most executors the inputs can keep busy: input partitions / executorCores "
+        "(at least 1). Absent while the partition counts are unknown.",
+    )
+
+
+class InputStatus(objects.WireModel):
+    """One input of the running App: its Kafka topic, partitions and lag."""
+
+    name: str = Field(description="Name of the input (its view).")
+    topic: str = Field(description="Kafka topic the input reads.")
+    partitions: int | None = Field(default=None, description="Partitions of the topic.")
+    lag: int | None = Field(
+        default=None,
+        description="Records behind the topic's latest offsets, over its partitions.",
+    )
 
 
 class AppStatus(conditions.Status):
@@ -495,9 +242,26 @@ class AppStatus(conditions.Status):
         description="Total partitions of the App's inputs: the most executor cores it can use.",
     )
     executors: Executors | None = Field(default=None, description="Executor counts.")
+    inputs: list[InputStatus] | None = Field(
+        default=None,
+        description="Topic, partitions and lag of each input read as a stream.",
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+        },
+    )
     lag: int | None = Field(
         default=None,
         description="Records behind the inputs' latest offsets, over all partitions.",
+    )
+    last_batch_time: datetime | None = Field(
+        default=None,
+        strict=False,
+        description="When the driver last completed a micro-batch.",
+    )
+    rows_per_second: float | None = Field(
+        default=None,
+        description="Rows the App processed per second over its last batches.",
     )
 
 

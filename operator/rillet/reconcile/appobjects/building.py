@@ -1,0 +1,56 @@
+"""All Kubernetes objects of one App, in the order to apply them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rillet.api.v1alpha1 import apps
+from rillet.reconcile import apprun
+from rillet.reconcile.appobjects import contexts, drivers, rbac, sparkconfs
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppObjects:
+    """The objects of one App as plain dicts, ready for server-side apply."""
+
+    service_account: dict[str, Any]
+    role: dict[str, Any]
+    role_binding: dict[str, Any]
+    config_map: dict[str, Any]
+    service: dict[str, Any]
+    stateful_set: dict[str, Any]
+    spec_hash: str
+    spark_conf: dict[str, str]
+
+    def in_apply_order(self) -> tuple[dict[str, Any], ...]:
+        """Identity and permissions first, the ConfigMap before the pod that reads it."""
+        return (
+            self.service_account,
+            self.role,
+            self.role_binding,
+            self.config_map,
+            self.service,
+            self.stateful_set,
+        )
+
+
+def build_app_objects(
+    app: apps.App, run_spec: apprun.RunSpec, env: contexts.AppEnvironment
+) -> AppObjects:
+    """The objects of `app` (metadata.name, namespace via the run spec, and uid required).
+
+    The run spec's checkpoint location is replaced by where the driver keeps it
+    (contexts.checkpoint_location). Raises ValueError as contexts.build_context does.
+    """
+    context = contexts.build_context(app, run_spec, env)
+    return AppObjects(
+        service_account=rbac.build_service_account(context),
+        role=rbac.build_role(context),
+        role_binding=rbac.build_role_binding(context),
+        config_map=drivers.build_config_map(context),
+        service=drivers.build_service(context),
+        stateful_set=drivers.build_stateful_set(context),
+        spec_hash=drivers.spec_hash(context),
+        spark_conf=sparkconfs.build_spark_conf(context),
+    )

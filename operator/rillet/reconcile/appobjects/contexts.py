@@ -1,0 +1,147 @@
+"""What every builder of an App's objects reads: the App, its run spec, and where it runs.
+
+`AppEnvironment` holds the operator's settings that shape the objects; `AppContext` bundles them
+with the App and its resolved run spec, and is the single argument of every option function.
+The fixed paths and ports of the driver and executor pods are here too, so the Spark conf, the
+pod specs and the Service agree on them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from rillet.api.v1alpha1 import apps
+from rillet.reconcile import apprun
+
+# Where the ConfigMap `<app>-run` is mounted, and its keys.
+CONFIG_DIR: Final = "/etc/rillet"
+RUN_SPEC_KEY: Final = "run-spec.json"
+SPARK_CONF_KEY: Final = "spark-conf.json"
+EXECUTOR_TEMPLATE_KEY: Final = "executor-pod-template.yaml"
+RUN_SPEC_PATH: Final = f"{CONFIG_DIR}/{RUN_SPEC_KEY}"
+EXECUTOR_TEMPLATE_PATH: Final = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_KEY}"
+
+# The checkpoint volume of the driver (a PersistentVolumeClaim), and scratch space.
+CHECKPOINT_DIR: Final = "/var/lib/rillet/checkpoints"
+TMP_DIR: Final = "/tmp"
+
+# What the driver pod mounts from its ServiceAccount (automountServiceAccountToken).
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+# Fixed ports: executors connect to the driver's RPC and block manager ports, so they are named
+# in the Service and cannot be random.
+DRIVER_RPC_PORT: Final = 7078
+BLOCK_MANAGER_PORT: Final = 7079
+METRICS_PORT: Final = 9090
+
+# The runtime image's user (images/runtime/Dockerfile).
+RUNTIME_UID: Final = 10001
+
+PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+
+# A checkpoint location with a scheme is remote storage (s3a://, hdfs://, gs://, abfs://...).
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppEnvironment:
+    """Operator settings that shape every App's objects."""
+
+    kafka_bootstrap: str
+    image_pull_policy: PullPolicy = "IfNotPresent"
+    storage_class: str | None = None  # None: the cluster's default StorageClass
+    checkpoint_size: str = "1Gi"
+    apiserver_url: str = "https://kubernetes.default.svc:443"
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppContext:
+    """One App, its run spec (checkpoint resolved for the driver pod) and the environment."""
+
+    app: apps.App
+    run_spec: apprun.RunSpec
+    env: AppEnvironment
+
+    @property
+    def name(self) -> str:
+        """The App's name, which every object name derives from."""
+        return str(self.app.metadata.name)
+
+    @property
+    def namespace(self) -> str:
+        """The namespace of the App and all of its objects."""
+        return self.run_spec.namespace
+
+    @property
+    def uid(self) -> str:
+        """The App's uid, for the ownerReferences of its objects."""
+        return str(self.app.metadata.uid)
+
+    @property
+    def spec(self) -> apps.AppSpec:
+        """The App's spec."""
+        return self.app.spec
+
+    @property
+    def checkpoint_volume(self) -> bool:
+        """Whether the driver keeps its checkpoint on a volume of its own (no URL given)."""
+        return uses_checkpoint_volume(self.app)
+
+
+def remote_checkpoint(app: apps.App) -> str | None:
+    """The App's checkpoint URL when it names remote storage (a scheme other than file)."""
+    location = app.spec.checkpoint.location if app.spec.checkpoint else None
+    if location is None or not _URL.match(location) or location.startswith("file:"):
+        return None
+    return location
+
+
+def uses_checkpoint_volume(app: apps.App) -> bool:
+    """Whether the App's checkpoint lives on the driver's PersistentVolumeClaim."""
+    return remote_checkpoint(app) is None
+
+
+def checkpoint_location(app: apps.App) -> str:
+    """Where the driver keeps the App's checkpoint.
+
+    A URL as given; otherwise a directory on the checkpoint volume: the App's name by default,
+    or the given path taken relative to the volume (normalized, so it cannot leave it).
+    """
+    remote = remote_checkpoint(app)
+    if remote is not None:
+        return remote
+    given = app.spec.checkpoint.location if app.spec.checkpoint else str(app.metadata.name)
+    path = given.removeprefix("file://").removeprefix("file:")
+    if path == CHECKPOINT_DIR or path.startswith(CHECKPOINT_DIR + "/"):
+        path = path.removeprefix(CHECKPOINT_DIR)
+    # normpath of an absolute path never climbs above "/": "../x" stays on the volume.
+    return CHECKPOINT_DIR + posixpath.normpath("/" + path.lstrip("/")).rstrip("/")
+
+
+def build_context(app: apps.App, run_spec: apprun.RunSpec, env: AppEnvironment) -> AppContext:
+    """The context of one App; its run spec's checkpoint location is where the driver keeps it.
+
+    Raises ValueError for an App without name or uid (not read from the apiserver) and for a
+    run spec carrying Kafka credentials (it goes into a ConfigMap, readable by the namespace).
+    """
+    if not app.metadata.name or not app.metadata.uid:
+        raise ValueError("the App needs metadata.name and metadata.uid (as read from the cluster)")
+    _refuse_credentials(run_spec)
+    resolved = run_spec.model_copy(update={"checkpoint_location": checkpoint_location(app)})
+    return AppContext(app=app, run_spec=resolved, env=env)
+
+
+# Kafka client settings that carry secrets (sasl.jaas.config, ssl.key.password, ...).
+_SECRET_MARKERS = ("password", "jaas", "secret", "token")
+
+
+def _refuse_credentials(run_spec: apprun.RunSpec) -> None:
+    secrets = [key for key in run_spec.kafka_config if any(m in key for m in _SECRET_MARKERS)]
+    if secrets:
+        raise ValueError(
+            f"the run spec carries Kafka credentials ({', '.join(sorted(secrets))}); they would "
+            "be written to the App's ConfigMap: pass them to the driver from a Secret instead"
+        )

@@ -1,0 +1,113 @@
+"""Pod parts shared by the driver and the executors, and the executor pod template.
+
+Both kinds of pod meet the restricted Pod Security Standard: the runtime image's non-root user,
+no privilege escalation, no capabilities, the RuntimeDefault seccomp profile. Both get an
+emptyDir at /tmp (the JVM and Python write there). Executors get no ServiceAccount token: only
+the driver talks to the apiserver.
+
+Spark builds each executor pod from the template (`executor-pod-template.yaml` of the App's
+ConfigMap): it keeps the container named `spark-executor` with its command, and sets image,
+args, environment, ports and resources from its conf (the same values as here).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from rillet.reconcile.appobjects import contexts, fragments, metadata, sparkconfs
+
+CONFIG_VOLUME: Final = "config"
+TMP_VOLUME: Final = "tmp"
+CHECKPOINT_VOLUME: Final = "checkpoint"
+
+# The runtime image's executor entrypoint (images/runtime/executor-entrypoint.sh).
+EXECUTOR_COMMAND: Final = ("/opt/rillet/bin/spark-executor",)
+
+
+def pod_security_context() -> dict[str, Any]:
+    """Pod-level security: the runtime user, its group owning mounted volumes."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": contexts.RUNTIME_UID,
+        "runAsGroup": contexts.RUNTIME_UID,
+        "fsGroup": contexts.RUNTIME_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context() -> dict[str, Any]:
+    """Container-level security: no escalation, no capabilities."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def hardened(context: contexts.AppContext) -> fragments.Fragment:
+    """Container option: the restricted securityContext."""
+    return {"securityContext": container_security_context()}
+
+
+def restricted(context: contexts.AppContext) -> fragments.Fragment:
+    """Pod option: the restricted pod securityContext."""
+    return {"spec": {"securityContext": pod_security_context()}}
+
+
+def tmp_volume(context: contexts.AppContext) -> fragments.Fragment:
+    """Pod option: an emptyDir for /tmp."""
+    return {"spec": {"volumes": [{"name": TMP_VOLUME, "emptyDir": {}}]}}
+
+
+def tmp_mount(context: contexts.AppContext) -> fragments.Fragment:
+    """Container option: /tmp on its emptyDir."""
+    return {"volumeMounts": [{"name": TMP_VOLUME, "mountPath": contexts.TMP_DIR}]}
+
+
+def _executor_container_name(context: contexts.AppContext) -> fragments.Fragment:
+    return {"name": sparkconfs.EXECUTOR_CONTAINER, "command": list(EXECUTOR_COMMAND)}
+
+
+def _executor_resources(context: contexts.AppContext) -> fragments.Fragment:
+    memory = str(context.spec.executor.memory)
+    return {
+        "resources": {
+            "requests": {"cpu": sparkconfs.executor_cpu(context.spec), "memory": memory},
+            "limits": {"memory": memory},
+        }
+    }
+
+
+EXECUTOR_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
+    _executor_container_name,
+    hardened,
+    _executor_resources,
+    tmp_mount,
+)
+
+
+def _executor_header(context: contexts.AppContext) -> fragments.Fragment:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"labels": metadata.pod_labels(context.name, "executor")},
+    }
+
+
+def _no_api_access(context: contexts.AppContext) -> fragments.Fragment:
+    # Executors never call the apiserver; service links would only add env vars per Service.
+    return {"spec": {"automountServiceAccountToken": False, "enableServiceLinks": False}}
+
+
+def _executor_container(context: contexts.AppContext) -> fragments.Fragment:
+    return {"spec": {"containers": [fragments.build(context, EXECUTOR_CONTAINER_OPTIONS)]}}
+
+
+EXECUTOR_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
+    _executor_header,
+    restricted,
+    _no_api_access,
+    tmp_volume,
+    _executor_container,
+)
+
+
+def build_executor_pod_template(context: contexts.AppContext) -> dict[str, Any]:
+    """The executor pod template (a Pod) Spark creates executors from."""
+    return fragments.build(context, EXECUTOR_POD_OPTIONS)

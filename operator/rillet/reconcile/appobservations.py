@@ -1,0 +1,232 @@
+"""Pure: what the operator sees of an App, read into the observations `appstatus` works from.
+
+A purely computational module over wire-form data (the dicts the apiserver returns and kopf's
+indexes keep), so the scaling loop reads hundreds of Apps without building API models:
+- `references` and `check_references`: the Topics and Tables an App names, and which of them
+  are missing or not Ready;
+- `stream_inputs`: the Kafka topic each input read as a stream reads;
+- `copartitioning_problems`: stream inputs, or the Tables the App writes, whose partition counts
+  differ;
+- `driver_observation`, `read_progress`, `count_running_executors`: the driver pod, the progress
+  annotation the driver writes on it, and the executor pods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from rillet.api.v1alpha1 import conditions
+from rillet.reconcile.appobjects import drivers
+from rillet.reconcile.appstatus import DriverObservation
+
+# Written by the driver on its own pod (rillet.runtime.reporting, which the operator does not
+# import: it is the runtime's side).
+PROGRESS_ANNOTATION: Final = "rillet.io/progress"
+
+ReferenceKind = Literal["Topic", "Table"]
+Reference = tuple[ReferenceKind, str]
+
+
+def _name(ref: Any) -> str | None:
+    return str(ref["name"]) if isinstance(ref, Mapping) and ref.get("name") else None
+
+
+def references(spec: Mapping[str, Any]) -> tuple[Reference, ...]:
+    """The Topics and Tables an App's spec names (inputs, outputs, dead letters), in order."""
+    found: list[Reference] = []
+    for item in [*(spec.get("inputs") or ()), *(spec.get("outputs") or ())]:
+        for key, kind in (("topicRef", "Topic"), ("tableRef", "Table")):
+            name = _name(item.get(key))
+            if name:
+                found.append((kind, name))  # type: ignore[arg-type]
+    dead_letter = _name((spec.get("deadLetterTopic") or {}).get("topicRef"))
+    if dead_letter:
+        found.append(("Topic", dead_letter))
+    return tuple(dict.fromkeys(found))
+
+
+def written_tables(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The Tables an App writes (its tableRef outputs)."""
+    names = (_name(output.get("tableRef")) for output in spec.get("outputs") or ())
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
+def is_ready(body: Mapping[str, Any]) -> bool:
+    """Whether an object's Ready condition is True."""
+    found = (body.get("status") or {}).get("conditions") or ()
+    return any(c.get("type") == conditions.READY and c.get("status") == "True" for c in found)
+
+
+@dataclass(frozen=True)
+class ReferenceCheck:
+    """References that do not exist, and those that exist but are not Ready ("Topic clicks")."""
+
+    missing: tuple[str, ...] = ()
+    unready: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.unready
+
+
+def check_references(
+    wanted: Iterable[Reference], bodies: Mapping[Reference, Mapping[str, Any]]
+) -> ReferenceCheck:
+    """Which of `wanted` are not among `bodies`, and which are there but not Ready."""
+    missing, unready = [], []
+    for kind, name in wanted:
+        body = bodies.get((kind, name))
+        if body is None:
+            missing.append(f"{kind} {name}")
+        elif not is_ready(body):
+            unready.append(f"{kind} {name}")
+    return ReferenceCheck(missing=tuple(missing), unready=tuple(unready))
+
+
+@dataclass(frozen=True)
+class StreamInput:
+    """An input read as a stream: its view name and the Kafka topic it reads."""
+
+    name: str
+    topic: str
+
+
+def stream_inputs(
+    spec: Mapping[str, Any], kafka_names: Mapping[str, str]
+) -> tuple[StreamInput, ...]:
+    """The App's stream inputs (topicRef and external), with Kafka topic names.
+
+    `kafka_names` maps Topic object names to their Kafka topics; an input naming a Topic not in
+    it is left out (the App waits for that Topic anyway). Table inputs are read as a whole at
+    each batch, not as a stream: they have no lag.
+    """
+    found = []
+    for item in spec.get("inputs") or ():
+        topic_ref = _name(item.get("topicRef"))
+        external = (item.get("external") or {}).get("topicName")
+        topic = kafka_names.get(topic_ref) if topic_ref else external
+        if topic:
+            found.append(StreamInput(name=str(item["name"]), topic=str(topic)))
+    return tuple(found)
+
+
+def copartitioning_problems(
+    inputs: Sequence[tuple[str, int | None]], tables: Sequence[tuple[str, int | None]]
+) -> tuple[str, ...]:
+    """Why the stream inputs and the written Tables are not co-partitioned (unknown counts pass).
+
+    `inputs` are (input name, partitions), `tables` (Table name, partitions).
+    """
+    known = [(name, count) for name, count in inputs if count]
+    counts = {count for _, count in known}
+    if len(counts) > 1:
+        listed = ", ".join(f"{name} has {count}" for name, count in known)
+        return (
+            f"the stream inputs have different partition counts ({listed}): give their topics "
+            "the same number of partitions",
+        )
+    if not counts:
+        return ()
+    (expected,) = counts
+    return tuple(
+        f"Table {name} has {count} partitions but the inputs have {expected}: set its "
+        f"spec.partitions to {expected} (or remove it to follow the inputs)"
+        for name, count in tables
+        if count and count != expected
+    )
+
+
+def _container(pod: Mapping[str, Any]) -> Mapping[str, Any]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    chosen = [s for s in statuses if s.get("name") == drivers.DRIVER_CONTAINER] or statuses
+    return chosen[0] if chosen else {}
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("reason"), condition.get("message")
+    return None, None
+
+
+def driver_observation(pod: Mapping[str, Any]) -> DriverObservation:
+    """The driver pod as appstatus reads it: phase, readiness, restarts, last words."""
+    container = _container(pod)
+    state = container.get("state") or {}
+    waiting = state.get("waiting") or {}
+    terminated = (
+        (container.get("lastState") or {}).get("terminated") or state.get("terminated") or {}
+    )
+    reason, message = waiting.get("reason"), waiting.get("message")
+    if not container:  # not started yet: say why when the scheduler said
+        reason, message = _unschedulable(pod)
+    return DriverObservation(
+        phase=str((pod.get("status") or {}).get("phase") or "Pending"),
+        ready=bool(container.get("ready"))
+        and not (pod.get("metadata") or {}).get("deletionTimestamp"),
+        restart_count=int(container.get("restartCount") or 0),
+        waiting_reason=reason,
+        waiting_message=message,
+        last_exit_code=terminated.get("exitCode"),
+        last_message=terminated.get("message"),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """The driver's own report (the progress annotation on its pod)."""
+
+    executors: int | None = None
+    last_batch_time: datetime | None = None
+    rows_per_second: float | None = None
+    batches: int | None = None
+    application_id: str | None = None
+
+
+def _number(value: Any, kind: type[int] | type[float]) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return kind(value)
+
+
+def _time(value: Any) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def read_progress(pod: Mapping[str, Any] | None) -> Progress:
+    """The progress annotation of the driver pod; empty when absent or unreadable (a driver
+    writes what it writes: a bad value must not stop the App's status)."""
+    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        document = json.loads(annotations.get(PROGRESS_ANNOTATION) or "{}")
+    except ValueError:
+        return Progress()
+    if not isinstance(document, dict):
+        return Progress()
+    application_id = document.get("applicationId")
+    return Progress(
+        executors=_number(document.get("executors"), int),
+        last_batch_time=_time(document.get("lastBatchTime")),
+        rows_per_second=_number(document.get("rowsPerSecond"), float),
+        batches=_number(document.get("batches"), int),
+        application_id=application_id if isinstance(application_id, str) else None,
+    )
+
+
+def count_running_executors(pods: Iterable[Mapping[str, Any]]) -> int:
+    """Executor pods Running and not being deleted."""
+    return sum(
+        1
+        for pod in pods
+        if (pod.get("status") or {}).get("phase") == "Running"
+        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+    )

@@ -1,0 +1,304 @@
+"""Pure: an App's status from what the operator observed (references, driver pod, progress).
+
+The handler gathers an `AppObservation` (no I/O here); `app_status` turns it into the status in
+wire form: a phase, the Ready / Reconciling / Stalled conditions (reconcile.statuses keeps their
+transition times), executor counts, per-input partitions and lag, and progress.
+
+Where an App stands, first match wins:
+- suspended (spec.suspend): phase Suspended, no condition True (nothing to do, nothing running);
+- a spec the driver cannot run: Failed, Stalled (InvalidSpec);
+- a referenced Topic or Table missing or not Ready: Pending, Reconciling (WaitingForTopics);
+- inputs not co-partitioned: Failed, Stalled (TopicsNotCoPartitioned);
+- the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
+- the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
+- the driver not ready yet: Pending, Reconciling (DriverStarting);
+- the driver reporting failing batches: Running, Reconciling (BatchesFailing);
+- otherwise Running and Ready (Running). Ready is True only here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from rillet.api.v1alpha1 import apps, conditions
+from rillet.reconcile import statuses
+
+WAITING_FOR_TOPICS: Final = "WaitingForTopics"
+TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
+INVALID_SPEC: Final = "InvalidSpec"
+DRIVER_STARTING: Final = "DriverStarting"
+DRIVER_CRASH_LOOPING: Final = "DriverCrashLooping"
+DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
+BATCHES_FAILING: Final = "BatchesFailing"
+RUNNING: Final = "Running"
+SUSPENDED: Final = "Suspended"
+
+# Container waiting reasons that need a new image (or registry access) from the user.
+IMAGE_PROBLEMS: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
+# Longest driver error line kept in a condition message.
+MAX_ERROR_LENGTH: Final = 1024
+# Log lines of the JVM and Python loggers below ERROR, which follow an error in the log tail.
+_LOG_NOISE = re.compile(r"^(\S+ )?\S+ (TRACE|DEBUG|INFO|WARN|WARNING) ")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverObservation:
+    """The driver pod and its container, as last seen."""
+
+    phase: str  # the Pod's phase: Pending, Running, Succeeded, Failed or Unknown
+    ready: bool = False
+    restart_count: int = 0
+    waiting_reason: str | None = None  # e.g. CrashLoopBackOff, ImagePullBackOff
+    waiting_message: str | None = None
+    last_exit_code: int | None = None  # lastState.terminated (or state.terminated)
+    last_message: str | None = None  # its message: the log tail (FallbackToLogsOnError)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputObservation:
+    """One stream input: its topic, partitions and lag, where known."""
+
+    name: str
+    topic: str
+    partitions: int | None = None
+    lag: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppObservation:
+    """Everything the status of one App is derived from."""
+
+    generation: int | None
+    suspend: bool = False
+    spec_problems: tuple[str, ...] = ()  # e.g. apprun.UnresolvedError problems other than missing
+    missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
+    unready_references: tuple[str, ...] = ()
+    copartitioning_problems: tuple[str, ...] = ()
+    driver: DriverObservation | None = None  # None: no driver pod (yet)
+    batch_error: str | None = None  # the driver's last batch failure, while it still runs
+    executors_desired: int | None = None
+    executors_ready: int | None = None
+    executors_cap: int | None = None  # 0 or None: unknown (scaling.derive_cap)
+    inputs: tuple[InputObservation, ...] = ()
+    last_batch_time: datetime | None = None
+    rows_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """The phase of the App and the verdict its conditions are derived from."""
+
+    phase: apps.Phase
+    verdict: statuses.Verdict
+
+
+def error_line(message: str | None) -> str | None:
+    """The line of a driver's last words that says what went wrong.
+
+    The last non-empty line that is not an INFO/WARN/DEBUG log line (Spark logs its shutdown
+    after the error), else the last non-empty line; cut to MAX_ERROR_LENGTH.
+    """
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    errors = [line for line in lines if not _LOG_NOISE.match(line)]
+    return (errors or lines)[-1][:MAX_ERROR_LENGTH]
+
+
+def _phrase(items: Iterable[str], suffix: str) -> list[str]:
+    return [f"{item} {suffix}" for item in items]
+
+
+def _waiting(observation: AppObservation) -> Standing | None:
+    missing = _phrase(observation.missing_references, "not found")
+    unready = _phrase(observation.unready_references, "not Ready")
+    if not missing and not unready:
+        return None
+    message = f"waiting for {', '.join([*missing, *unready])}"
+    return Standing("Pending", statuses.Verdict("progressing", WAITING_FOR_TOPICS, message))
+
+
+def _spec_standing(observation: AppObservation) -> Standing | None:
+    if observation.spec_problems:
+        message = "; ".join(observation.spec_problems)
+        return Standing("Failed", statuses.Verdict("stalled", INVALID_SPEC, message))
+    waiting = _waiting(observation)
+    if waiting is not None:
+        return waiting
+    if observation.copartitioning_problems:
+        message = "; ".join(observation.copartitioning_problems)
+        return Standing("Failed", statuses.Verdict("stalled", TOPICS_NOT_CO_PARTITIONED, message))
+    return None
+
+
+def _crash_message(driver: DriverObservation) -> str:
+    line = error_line(driver.last_message)
+    code = f" (exit code {driver.last_exit_code})" if driver.last_exit_code is not None else ""
+    if line is None:
+        return f"the driver exited{code} {driver.restart_count} times; see its logs"
+    return f"{line}{code}"
+
+
+def _driver_standing(driver: DriverObservation | None) -> Standing | None:
+    """Where the driver pod stands, or None when it runs and is ready."""
+    if driver is None:
+        message = "waiting for the driver pod to be created"
+        return Standing("Pending", statuses.Verdict("progressing", DRIVER_STARTING, message))
+    if driver.waiting_reason in IMAGE_PROBLEMS:
+        message = (
+            f"{driver.waiting_reason}: {driver.waiting_message or 'the image cannot be pulled'}"
+        )
+        return Standing("Failed", statuses.Verdict("stalled", DRIVER_IMAGE_UNAVAILABLE, message))
+    if driver.waiting_reason == "CrashLoopBackOff":
+        verdict = statuses.Verdict("stalled", DRIVER_CRASH_LOOPING, _crash_message(driver))
+        return Standing("Failed", verdict)
+    if driver.phase == "Running" and driver.ready:
+        return None
+    return Standing("Pending", statuses.Verdict("progressing", DRIVER_STARTING, _starting(driver)))
+
+
+def _starting(driver: DriverObservation) -> str:
+    if driver.restart_count and driver.last_message:
+        return f"the driver is restarting after: {_crash_message(driver)}"
+    detail = driver.waiting_reason or driver.phase
+    return f"the driver is starting ({detail})"
+
+
+def _running(observation: AppObservation) -> Standing:
+    if observation.batch_error:
+        verdict = statuses.Verdict("progressing", BATCHES_FAILING, observation.batch_error)
+        return Standing("Running", verdict)
+    return Standing("Running", statuses.Verdict("ready", RUNNING, _progress(observation)))
+
+
+def _progress(observation: AppObservation) -> str:
+    parts = ["the driver is running"]
+    if observation.executors_ready is not None:
+        desired = observation.executors_desired
+        parts.append(f"{observation.executors_ready}/{desired} executors ready")
+    lag = total_lag(observation.inputs)
+    if lag is not None:
+        parts.append(f"lag {lag} records")
+    return ", ".join(parts)
+
+
+def derive_standing(observation: AppObservation) -> Standing:
+    """Where the App stands (see the module docstring for the order)."""
+    if observation.suspend:
+        message = "spec.suspend is true: the driver and executors are stopped"
+        return Standing("Suspended", statuses.Verdict("paused", SUSPENDED, message))
+    return (
+        _spec_standing(observation) or _driver_standing(observation.driver) or _running(observation)
+    )
+
+
+def derive_conditions(
+    standing: Standing,
+    *,
+    generation: int | None,
+    previous: Iterable[Mapping[str, Any]] | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """The three conditions of the App, transition times kept for unchanged statuses.
+
+    A suspended App is neither Ready (nothing runs), nor Reconciling, nor Stalled; statuses has
+    no state for that, so Ready comes from the "stalled" derivation and the others from "paused".
+    """
+    before = list(previous or ())
+    derived = statuses.derive_conditions(
+        standing.verdict, generation=generation, previous=before, now=now
+    )
+    if standing.verdict.state != "paused":
+        return derived
+    stopped = statuses.Verdict("stalled", standing.verdict.reason, standing.verdict.message)
+    ready = statuses.derive_conditions(stopped, generation=generation, previous=before, now=now)
+    return [ready[0], *derived[1:]]
+
+
+def total_partitions(inputs: Iterable[InputObservation]) -> int | None:
+    """The partitions of all inputs; None while any is unknown."""
+    counts = [i.partitions for i in inputs]
+    if not counts or any(count is None for count in counts):
+        return None
+    return sum(count for count in counts if count is not None)
+
+
+def total_lag(inputs: Iterable[InputObservation]) -> int | None:
+    """The lag over the inputs whose lag is known; None when none is."""
+    lags = [i.lag for i in inputs if i.lag is not None]
+    return sum(lags) if lags else None
+
+
+def _timestamp(moment: datetime) -> str:
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return aware.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _executors(observation: AppObservation) -> dict[str, Any] | None:
+    executors = _without_none(
+        {
+            "desired": observation.executors_desired,
+            "ready": observation.executors_ready,
+            "cap": observation.executors_cap or None,
+        }
+    )
+    return executors or None
+
+
+def _inputs(observation: AppObservation) -> list[dict[str, Any]] | None:
+    listed = [
+        _without_none({"name": i.name, "topic": i.topic, "partitions": i.partitions, "lag": i.lag})
+        for i in observation.inputs
+    ]
+    return listed or None
+
+
+def app_status(
+    observation: AppObservation,
+    *,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The App's status in wire form (camelCase, unset fields left out).
+
+    `previous` is the current status (for condition transition times); diff the result against
+    it with statuses.merge_patch to write only what changed.
+    """
+    standing = derive_standing(observation)
+    rows = observation.rows_per_second
+    status = {
+        "observedGeneration": observation.generation,
+        "conditions": derive_conditions(
+            standing,
+            generation=observation.generation,
+            previous=(previous or {}).get("conditions"),
+            now=now,
+        ),
+        "phase": standing.phase,
+        "partitions": total_partitions(observation.inputs),
+        "executors": _executors(observation),
+        "inputs": _inputs(observation),
+        "lag": total_lag(observation.inputs),
+        "lastBatchTime": _timestamp(observation.last_batch_time)
+        if observation.last_batch_time
+        else None,
+        # One decimal: a status write per batch for a rate moving in its noise is not worth it.
+        "rowsPerSecond": round(rows, 1) if rows is not None else None,
+    }
+    return _without_none(status)
+
+
+def is_ready(status: Mapping[str, Any]) -> bool:
+    """Whether a derived status says Ready=True."""
+    return any(
+        c.get("type") == conditions.READY and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )

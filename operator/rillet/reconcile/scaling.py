@@ -1,0 +1,275 @@
+"""Pure: how many executors an App should run, from its Kafka lag and its input partitions.
+
+A purely computational module: the caller observes (lag, partitions, the count it last asked
+for) and keeps the history of recommendations in memory; this module decides.
+
+The rule, per decision:
+- the lag recommends `ceil(lag / lagTarget)` executors;
+- like the HorizontalPodAutoscaler, a recommendation is stabilized over two windows: the count
+  only goes down to the highest recommendation of the scale-down window (a dip in lag, such as
+  the saw-tooth of offsets committed after each micro-batch, does not flap executors), and only
+  goes up to the lowest recommendation of the short scale-up window;
+- then the bounds apply at once: minExecutors, maxExecutors, and the partition cap (one task
+  reads one partition, so more cores than partitions sit idle). History holds recommendations
+  before the bounds, so a raised cap (partitions grew) or a changed min/max takes effect in the
+  same decision, and the count is never above the cap.
+
+After an operator restart the history is empty: the count last asked for is then treated as
+recommended now, so nothing scales down until a full window has passed (and a scale-up waits
+the short scale-up window, as for any new recommendation).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from rillet.api.v1alpha1 import appspecs
+
+# The scale-up window: short, since an executor takes seconds to start and lag is what the App
+# is for; long enough to see past one sample taken just before a batch commits its offsets.
+DEFAULT_SCALE_UP_WINDOW_SECONDS: Final = 5.0
+
+# Reasons of a decision (CamelCase, as condition and Event reasons).
+LAG_ABOVE_PER_EXECUTOR_TARGET: Final = "LagAbovePerExecutorTarget"
+CAPPED_BY_PARTITIONS: Final = "CappedByPartitions"
+CAPPED_BY_MAX_EXECUTORS: Final = "CappedByMaxExecutors"
+SCALE_DOWN_STABILIZING: Final = "ScaleDownStabilizing"
+SCALE_UP_STABILIZING: Final = "ScaleUpStabilizing"
+AT_MIN_EXECUTORS: Final = "AtMinExecutors"
+LAG_UNKNOWN: Final = "LagUnknown"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingPolicy:
+    """The bounds and windows of one App's scaling (from spec.scaling)."""
+
+    min_executors: int
+    max_executors: int
+    executor_cores: int
+    lag_target: int
+    scale_down_window_seconds: float
+    scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What the lag asked for at one moment: executors before any bound, at `at` seconds."""
+
+    at: float
+    executors: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScalingDecision:
+    """The executor count to ask for, why, and the history to pass to the next decision.
+
+    `cap` is the partition cap (0 while the partition count is unknown: no cap applies).
+    """
+
+    desired: int
+    cap: int
+    reason: str
+    message: str
+    history: tuple[Recommendation, ...]
+
+
+def policy_for(
+    scaling: appspecs.Scaling,
+    *,
+    scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
+) -> ScalingPolicy:
+    """The policy of an App's spec.scaling; its stabilizationWindowSeconds is the scale-down
+    window."""
+    return ScalingPolicy(
+        min_executors=scaling.min_executors,
+        max_executors=scaling.max_executors,
+        executor_cores=scaling.executor_cores,
+        lag_target=scaling.lag_target,
+        scale_down_window_seconds=scaling.stabilization_window_seconds,
+        scale_up_window_seconds=scale_up_window_seconds,
+    )
+
+
+def derive_cap(total_partitions: int | None, executor_cores: int) -> int:
+    """The most executors the partitions keep busy: partitions // cores, at least 1.
+
+    0 when the partition count is unknown (None) or 0, meaning "no cap known".
+    """
+    if not total_partitions or total_partitions <= 0:
+        return 0
+    return max(1, total_partitions // executor_cores)
+
+
+def raw_executors(lag: int, lag_target: int) -> int:
+    """Executors the lag asks for: ceil(lag / lagTarget), 0 without lag."""
+    return -(-max(lag, 0) // lag_target)
+
+
+@dataclass(frozen=True)
+class _Bounds:
+    lower: int
+    upper: int
+
+
+def _bounds(policy: ScalingPolicy, cap: int) -> _Bounds:
+    # The cap lowers the minimum too: executors beyond the partitions would only sit idle.
+    upper = min(policy.max_executors, cap) if cap else policy.max_executors
+    return _Bounds(lower=min(policy.min_executors, upper), upper=upper)
+
+
+def _clamp(value: int, bounds: _Bounds) -> int:
+    return max(bounds.lower, min(value, bounds.upper))
+
+
+def _recent(history: Iterable[Recommendation], *, now: float, seconds: float) -> list[int]:
+    """Recommendations younger than `seconds` (none for a window of 0)."""
+    return [r.executors for r in history if now - r.at < seconds]
+
+
+def _seeded(
+    history: tuple[Recommendation, ...], current: int | None, now: float
+) -> tuple[Recommendation, ...]:
+    """The history, or after a restart (none kept) the count last asked for as if wanted now."""
+    if history or current is None:
+        return history
+    return (Recommendation(at=now, executors=current),)
+
+
+def stabilize(
+    policy: ScalingPolicy,
+    *,
+    newest: int,
+    past: Sequence[Recommendation],
+    current: int | None,
+    now: float,
+) -> int:
+    """The count between the scale-up floor and the scale-down ceiling closest to `current`.
+
+    The floor is the fewest executors wanted over the scale-up window, the ceiling the most
+    wanted over the scale-down window (both including `newest`). Without a current count (the
+    first decision) the newest recommendation stands.
+    """
+    if current is None:
+        return newest
+    floor = min([newest, *_recent(past, now=now, seconds=policy.scale_up_window_seconds)])
+    ceiling = max([newest, *_recent(past, now=now, seconds=policy.scale_down_window_seconds)])
+    return min(max(current, floor), ceiling)
+
+
+def _trimmed(
+    policy: ScalingPolicy,
+    past: tuple[Recommendation, ...],
+    newest: Recommendation | None,
+    now: float,
+) -> tuple[Recommendation, ...]:
+    """What the next decision needs: recommendations still inside a window, and the newest."""
+    longest = max(policy.scale_down_window_seconds, policy.scale_up_window_seconds)
+    kept = tuple(r for r in past if now - r.at < longest)
+    return (*kept, newest) if newest is not None else kept
+
+
+def plan_executors(
+    policy: ScalingPolicy,
+    *,
+    partitions: int | None,
+    lag: int | None,
+    history: tuple[Recommendation, ...],
+    current: int | None,
+    now: float,
+) -> ScalingDecision:
+    """The executor count for the App now.
+
+    `partitions`: total partitions of the stream inputs (None: unknown). `lag`: total records
+    behind (None: unknown; the count then holds). `history`: the previous decision's history
+    (empty after an operator restart). `current`: the count last asked for (status
+    executors.desired), None if never. `now`: seconds on a monotonic clock.
+    """
+    cap = derive_cap(partitions, policy.executor_cores)
+    bounds = _bounds(policy, cap)
+    past = _seeded(history, current, now)
+    if lag is None:
+        # Nothing new to go by: hold the count (within today's bounds), record nothing.
+        desired = _clamp(bounds.lower if current is None else current, bounds)
+        reason, message = LAG_UNKNOWN, f"lag not known yet: keeping {desired} executors"
+        newest = None
+    else:
+        raw = raw_executors(lag, policy.lag_target)
+        stable = stabilize(policy, newest=raw, past=past, current=current, now=now)
+        desired = _clamp(stable, bounds)
+        reason, message = _explain(
+            policy, cap=cap, bounds=bounds, partitions=partitions, lag=lag, raw=raw, desired=desired
+        )
+        newest = Recommendation(at=now, executors=raw)
+    history = _trimmed(policy, past, newest, now)
+    return ScalingDecision(
+        desired=desired, cap=cap, reason=reason, message=message, history=history
+    )
+
+
+def _explain(
+    policy: ScalingPolicy,
+    *,
+    cap: int,
+    bounds: _Bounds,
+    partitions: int | None,
+    lag: int,
+    raw: int,
+    desired: int,
+) -> tuple[str, str]:
+    """The reason and message of a decision: what held the count where it is."""
+    wanted = _clamp(raw, bounds)
+    needs = f"lag of {lag} records needs {raw} executors at lagTarget {policy.lag_target}"
+    if desired > wanted:
+        window = policy.scale_down_window_seconds
+        return SCALE_DOWN_STABILIZING, f"{needs}; keeping {desired}, wanted within {window:g}s"
+    if desired < wanted:
+        window = policy.scale_up_window_seconds
+        return SCALE_UP_STABILIZING, f"{needs}; {desired} until wanted for {window:g}s"
+    by_partitions = f"{needs}; {partitions} partitions keep at most {cap} busy"
+    if raw > bounds.upper:
+        if cap and cap < policy.max_executors:
+            return CAPPED_BY_PARTITIONS, f"{by_partitions} at {policy.executor_cores} cores each"
+        return CAPPED_BY_MAX_EXECUTORS, f"{needs}; maxExecutors is {policy.max_executors}"
+    if raw <= bounds.lower:
+        if bounds.lower < policy.min_executors:
+            return CAPPED_BY_PARTITIONS, f"{by_partitions}, below minExecutors"
+        return AT_MIN_EXECUTORS, f"{needs}; minExecutors is {policy.min_executors}"
+    return LAG_ABOVE_PER_EXECUTOR_TARGET, needs
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One observation of a replay: when, total lag, total partitions."""
+
+    at: float
+    lag: int | None
+    partitions: int | None
+
+
+def replay(
+    policy: ScalingPolicy, samples: Iterable[Sample], *, current: int | None = None
+) -> list[ScalingDecision]:
+    """The decisions of a series of samples, each fed the previous one's count and history
+    (as the operator does); for tests and benchmarks."""
+    decisions: list[ScalingDecision] = []
+    history: tuple[Recommendation, ...] = ()
+    for sample in samples:
+        decision = plan_executors(
+            policy,
+            partitions=sample.partitions,
+            lag=sample.lag,
+            history=history,
+            current=current,
+            now=sample.at,
+        )
+        decisions.append(decision)
+        history, current = decision.history, decision.desired
+    return decisions
+
+
+def count_scale_events(series: Iterable[int]) -> int:
+    """How many times a series of executor counts changes value (flapping shows as many)."""
+    return sum(1 for before, after in itertools.pairwise(series) if before != after)

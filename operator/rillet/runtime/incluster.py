@@ -1,0 +1,410 @@
+"""The driver as a pod of the App's StatefulSet: its settings, its loop, how it reports failure.
+
+The operator starts `rillet drive` in the driver pod with the pod's identity from the downward
+API (POD_NAME, POD_IP, POD_NAMESPACE), the App's name (RILLET_APP_NAME) and the Spark settings
+it built (RILLET_SPARK_CONF_JSON: master, image, namespace, credentials, ports, executor size).
+This module turns those into the driver's Spark conf (`build_drive_conf`), runs the loop beside
+the App (`alongside`): every `SCALE_SECONDS` it reads the App's `status.executors.desired` and
+applies it (`scaling.Scaler`), every `REPORT_SECONDS` and after each scale action it patches the
+pod's progress annotation (`reporting`), and says why a driver failed in one line, which the
+pod's termination message carries to the operator (`summarize_error`).
+
+The loop never stops the App: a failed read or patch is logged and tried again next time. It
+needs the in-cluster credentials of the pod's ServiceAccount (its Role grants `get` on the App
+and `patch` on pods); without them (a driver outside a cluster) the App runs without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rillet.runtime import reporting, scaling
+
+if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+POD_NAME_ENV = "POD_NAME"
+POD_IP_ENV = "POD_IP"
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+APP_NAME_ENV = "RILLET_APP_NAME"
+SPARK_CONF_ENV = "RILLET_SPARK_CONF_JSON"
+TERMINATION_LOG = Path("/dev/termination-log")
+
+APP_GROUP, APP_VERSION, APP_PLURAL = "rillet.io", "v1alpha1", "apps"
+SCALE_SECONDS = 2.0
+REPORT_SECONDS = 5.0
+REQUEST_TIMEOUT_SECONDS = 5.0
+# Kubernetes keeps at most 4096 bytes of a termination message; a condition wants one line.
+MESSAGE_LIMIT = 1024
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PodIdentity:
+    """Who the driver is: its pod and the App it runs (None when not given)."""
+
+    pod_name: str | None
+    pod_ip: str | None
+    namespace: str | None
+    app_name: str | None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> PodIdentity:
+        """From the downward-API and operator environment variables (empty counts as unset)."""
+
+        def get(name: str) -> str | None:
+            return environ.get(name) or None
+
+        return cls(
+            pod_name=get(POD_NAME_ENV),
+            pod_ip=get(POD_IP_ENV),
+            namespace=get(POD_NAMESPACE_ENV),
+            app_name=get(APP_NAME_ENV),
+        )
+
+
+def parse_spark_conf_json(text: str | None) -> dict[str, str]:
+    """RILLET_SPARK_CONF_JSON as Spark settings; raises ValueError (never quoting values)."""
+    if not text:
+        return {}
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{SPARK_CONF_ENV} is not JSON ({error.msg})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{SPARK_CONF_ENV} must be a JSON object of Spark settings")
+    conf: dict[str, str] = {}
+    for key, value in parsed.items():
+        if isinstance(value, dict | list) or value is None:
+            raise ValueError(f"{SPARK_CONF_ENV}: {key} must be a string, number or boolean")
+        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return conf
+
+
+def build_drive_conf(
+    *,
+    operator_conf: Mapping[str, str],
+    pod: PodIdentity,
+    app_name: str,
+    jars: str | None,
+    executor_pod_template: str | None,
+) -> dict[str, str]:
+    """The driver pod's Spark conf: the operator's, with the pod's own settings.
+
+    The application name and the connector jars are defaults the operator's conf may replace.
+    The driver's address (executors connect to it) and pod name (executor pods are owned by it,
+    so they go when it goes) come from the pod itself and always win.
+    """
+    conf = {"spark.app.name": app_name, **({"spark.jars": jars} if jars else {}), **operator_conf}
+    if executor_pod_template:
+        conf["spark.kubernetes.executor.podTemplateFile"] = executor_pod_template
+    if pod.pod_ip:
+        conf["spark.driver.host"] = pod.pod_ip
+    if pod.pod_name:
+        conf["spark.kubernetes.driver.pod.name"] = pod.pod_name
+    return conf
+
+
+def missing_pod_settings(conf: Mapping[str, str], pod: PodIdentity) -> list[str]:
+    """The downward-API variables a driver on Kubernetes cannot run without."""
+    if not conf.get("spark.master", "").startswith("k8s://"):
+        return []
+    return [
+        name
+        for name, value in ((POD_IP_ENV, pod.pod_ip), (POD_NAME_ENV, pod.pod_name))
+        if not value
+    ]
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_STREAM_FAILED = re.compile(r"\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ")
+_QUERY_FAILED = re.compile(r"^(query \S+ failed): ")
+_PY4J_CALL = "An error occurred while calling"
+
+
+def summarize_text(text: str, *, limit: int = MESSAGE_LIMIT) -> str:
+    """One line saying what went wrong, from an error's text.
+
+    A Python traceback inside the text (a UDF or foreachBatch raising in a query) gives its
+    last line (`ValueError: ...`), after the failed query's name; otherwise the first line
+    that says something, without Spark's wrapping.
+    """
+    context = _QUERY_FAILED.match(text)
+    prefix = f"{context.group(1)}: " if context else ""
+    if _TRACEBACK in text:
+        after = text.rsplit(_TRACEBACK, 1)[1].splitlines()
+        line = next((x for x in after if x.strip() and not x[:1].isspace()), "")
+        if line:
+            return _clip(prefix + line.strip(), limit)
+    lines = [x.strip() for x in text.splitlines() if x.strip()]
+    if len(lines) > 1 and _PY4J_CALL in lines[0]:  # the Java exception is on the next line
+        lines = [lines[1].removeprefix(": "), *lines[2:]]
+    return _clip(_STREAM_FAILED.sub("", lines[0]) if lines else text.strip(), limit)
+
+
+def summarize_error(error: BaseException, *, limit: int = MESSAGE_LIMIT) -> str:
+    """One line for an error that ended the driver: `Type: message`, or the query's failure.
+
+    (driving.QueryFailedError is told by its name: importing driving imports pyspark.)
+    """
+    text = str(error) if type(error).__name__ == "QueryFailedError" else _exception_only(error)
+    return summarize_text(text, limit=limit)
+
+
+def _exception_only(error: BaseException) -> str:
+    """`Type: message`, as a traceback ends (the type's short name)."""
+    message = str(error)
+    return f"{type(error).__qualname__}: {message}" if message else type(error).__qualname__
+
+
+def _clip(line: str, limit: int) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def write_termination_message(message: str, path: Path = TERMINATION_LOG) -> bool:
+    """Write the message where Kubernetes takes the container's termination message from."""
+    try:
+        with path.open("w", encoding="utf-8") as stream:
+            stream.write(message + "\n")
+    except OSError:
+        return False
+    return True
+
+
+def describe_failure(error: BaseException) -> str:
+    """A short line for a failed call in the loop: an HTTP status, never headers or bodies."""
+    status = getattr(error, "status", None)
+    if isinstance(status, int):
+        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
+    return _clip(summarize_text(str(error)) or type(error).__name__, 200)
+
+
+class Kube(Protocol):
+    """The Kubernetes calls of the loop (KubeAccess; fakes in tests)."""
+
+    app_name: str | None
+
+    def read_desired(self) -> int | None: ...
+    def patch_progress(self, report: reporting.ProgressReport) -> None: ...
+    def close(self) -> None: ...
+
+
+class KubeAccess:
+    """The driver's two Kubernetes calls: read its App, patch its own pod."""
+
+    def __init__(self, api: Any, *, namespace: str, pod_name: str, app_name: str | None) -> None:
+        from kubernetes import client
+
+        self._api = api
+        self._custom = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+        self.namespace, self.pod_name, self.app_name = namespace, pod_name, app_name
+
+    @classmethod
+    def in_cluster(cls, *, namespace: str, pod_name: str, app_name: str | None) -> KubeAccess:
+        """With the pod's ServiceAccount; raises kubernetes' ConfigException outside a pod."""
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+        return cls(
+            client.ApiClient(configuration),
+            namespace=namespace,
+            pod_name=pod_name,
+            app_name=app_name,
+        )
+
+    def read_desired(self) -> int | None:
+        """The App's status.executors.desired (None: absent, or no such App)."""
+        from kubernetes.client.exceptions import ApiException
+
+        if self.app_name is None:
+            return None
+        try:
+            app = self._custom.get_namespaced_custom_object(
+                APP_GROUP,
+                APP_VERSION,
+                self.namespace,
+                APP_PLURAL,
+                self.app_name,
+                _request_timeout=REQUEST_TIMEOUT_SECONDS,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return scaling.desired_executors(app) if isinstance(app, Mapping) else None
+
+    def patch_progress(self, report: reporting.ProgressReport) -> None:
+        """Set the pod's progress annotation (a strategic merge patch of its metadata)."""
+        self._core.patch_namespaced_pod(
+            self.pod_name,
+            self.namespace,
+            reporting.build_annotation_patch(report),
+            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        )
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        self._api.close()
+
+
+class InClusterLoop:
+    """The driver's loop beside the App: scale executors, report progress (own thread)."""
+
+    def __init__(
+        self,
+        *,
+        kube: Kube,
+        scaler: scaling.Scaler,
+        tally: reporting.BatchTally,
+        application_id: str,
+        scale_seconds: float = SCALE_SECONDS,
+        report_seconds: float = REPORT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._kube, self._scaler, self._tally = kube, scaler, tally
+        self._application_id = application_id
+        self._scale_seconds, self._report_seconds = scale_seconds, report_seconds
+        self._clock = clock
+        self._reported_at: float | None = None
+        self._reported: str | None = None
+        self._problems: dict[str, str] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rillet-incluster", daemon=True)
+
+    def start(self) -> None:
+        """Run the loop in its thread."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """End the loop (after the step it is in) and release the client."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._kube.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # a bug here must not end the loop, let alone the App
+                log.exception("the in-cluster loop failed a step (the App keeps running)")
+            self._stop.wait(self._scale_seconds)
+
+    def tick(self) -> None:
+        """One step: apply the desired executor count; report progress when due or scaled."""
+        scaled = self._scale()
+        now = self._clock()
+        if scaled or self._reported_at is None or now - self._reported_at >= self._report_seconds:
+            self._reported_at = now
+            self._report()
+
+    def _scale(self) -> bool:
+        """Apply the desired count, if the App has one; True when Spark was asked for a change."""
+        try:
+            desired = self._kube.read_desired()
+            self._problems.pop("read", None)
+        except Exception as error:
+            self._trouble("read", f"reading App {self._kube.app_name} failed", error)
+            desired = None
+        try:
+            self._scaler.ensure_started()
+            if desired is None:
+                self._scaler.observe()  # the executor count still goes into the report
+                action = None
+            else:
+                action = self._scaler.apply(desired)
+            self._problems.pop("scale", None)
+        except Exception as error:  # py4j: the SparkContext may be stopping
+            self._trouble("scale", "scaling executors failed", error)
+            return False
+        return action is not None
+
+    def _report(self) -> None:
+        report = self._tally.report(
+            executors=len(self._scaler.registered), application_id=self._application_id
+        )
+        value = report.to_json()
+        if value == self._reported:
+            return
+        try:
+            self._kube.patch_progress(report)
+        except Exception as error:
+            log.debug("patching the progress annotation failed: %s", describe_failure(error))
+            return
+        self._reported = value
+
+    def _trouble(self, kind: str, what: str, error: BaseException) -> None:
+        """Log a failure once at warning while it repeats, at debug afterwards."""
+        line = f"{what}: {describe_failure(error)}"
+        level = logging.DEBUG if self._problems.get(kind) == line else logging.WARNING
+        self._problems[kind] = line
+        log.log(level, "%s (the App keeps running)", line)
+
+
+@contextlib.contextmanager
+def alongside(
+    spark: SparkSession, *, pod: PodIdentity, tally: reporting.BatchTally
+) -> Iterator[None]:
+    """Run the in-cluster loop while inside, when the driver runs in a pod of a cluster."""
+    loop = _start_loop(spark, pod=pod, tally=tally)
+    try:
+        yield
+    finally:
+        if loop is not None:
+            loop.stop()
+
+
+def _start_loop(
+    spark: SparkSession, *, pod: PodIdentity, tally: reporting.BatchTally
+) -> InClusterLoop | None:
+    from kubernetes.config import ConfigException
+
+    if pod.pod_name is None or pod.namespace is None:
+        log.warning(
+            "%s or %s not set: no live scaling, no progress annotation",
+            POD_NAME_ENV,
+            POD_NAMESPACE_ENV,
+        )
+        return None
+    try:
+        kube = KubeAccess.in_cluster(
+            namespace=pod.namespace, pod_name=pod.pod_name, app_name=pod.app_name
+        )
+    except ConfigException as error:
+        log.warning("not in a cluster (%s): no live scaling, no progress annotation", error)
+        return None
+    try:
+        sc = spark.sparkContext
+        loop = InClusterLoop(
+            kube=kube,
+            scaler=scaling.Scaler(scaling.SparkExecutors(sc)),
+            tally=tally,
+            application_id=str(sc.applicationId),
+        )
+    except Exception as error:  # the App runs on without the loop
+        log.warning("no live scaling, no progress annotation: %s", describe_failure(error))
+        kube.close()
+        return None
+    loop.start()
+    log.info(
+        "executor count from apps/%s in %s every %ss; progress on pod %s",
+        pod.app_name,
+        pod.namespace,
+        SCALE_SECONDS,
+        pod.pod_name,
+    )
+    return loop

@@ -1,0 +1,608 @@
+"""Building the Kubernetes objects of an App (pure).
+
+Test plan:
+- every object: its name, the App's namespace, the four labels, the App as controller owner;
+- RBAC: the Role grants executor pods, Services, ConfigMaps, claims and its own App, nothing
+  else; the RoleBinding binds it to the ServiceAccount;
+- ConfigMap: the run spec (checkpoint where the driver keeps it), the Spark conf, the executor
+  pod template, each parseable;
+- Service: headless, selecting the driver pod, the three named ports;
+- StatefulSet: one replica (0 when suspended), Parallel, restricted security, the drive command,
+  env, resources, mounts, readiness; a checkpoint claim unless the checkpoint is a URL;
+- checkpoint locations: URLs kept, paths put on the volume and kept on it;
+- Spark conf: client mode on Kubernetes, fixed ports, executor shape (heap + overhead = pod
+  memory), the App's sparkConf wins over defaults, Rillet's keys win over everything;
+- spec hash: a spec change rolls the driver; scaling, partitions and suspend do not touch the
+  pod template at all;
+- fragments merge maps and lists and refuse contradictions; credentials never reach the
+  ConfigMap; names fit Kubernetes' limits at the longest App name;
+- replacing the StatefulSet is needed only for changes of its immutable fields.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from rillet.api.v1alpha1 import apps
+from rillet.reconcile import apprun, naming
+from rillet.reconcile.appobjects import (
+    building,
+    contexts,
+    drivers,
+    fragments,
+    metadata,
+    pods,
+    rbac,
+    sparkconfs,
+)
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
+UID = "7d3c0a8e-0000-4000-8000-000000000001"
+
+
+def _documents(**spec: Any) -> list[dict[str, Any]]:
+    documents = list(yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8")))
+    for document in documents:
+        if document["kind"] == "App":
+            document["metadata"] |= {"namespace": "team", "uid": UID, "generation": 3}
+            document["spec"] |= spec
+    return documents
+
+
+def _inputs(**spec: Any) -> tuple[apps.App, apprun.RunSpec]:
+    found = apprun.parse_manifests(_documents(**spec))
+    app = found.apps["wordcount"]
+    run_spec = apprun.build_run_spec(
+        app,
+        topics_by_name=found.topics,
+        tables_by_name=found.tables,
+        bootstrap_servers="kafka:9092",
+        checkpoint_location="/operator/default",
+    )
+    return app, run_spec
+
+
+def _objects(env: contexts.AppEnvironment = ENV, **spec: Any) -> building.AppObjects:
+    return building.build_app_objects(*_inputs(**spec), env)
+
+
+def _context(**spec: Any) -> contexts.AppContext:
+    return contexts.build_context(*_inputs(**spec), ENV)
+
+
+def _pod(objects: building.AppObjects) -> dict[str, Any]:
+    template: dict[str, Any] = objects.stateful_set["spec"]["template"]
+    return template
+
+
+def _container(objects: building.AppObjects) -> dict[str, Any]:
+    container: dict[str, Any] = _pod(objects)["spec"]["containers"][0]
+    return container
+
+
+LABELS = {
+    "app.kubernetes.io/name": "rillet-app",
+    "app.kubernetes.io/instance": "wordcount",
+    "app.kubernetes.io/managed-by": "rillet",
+    "rillet.io/app": "wordcount",
+}
+
+
+def test_every_object_is_named_labelled_and_owned_by_the_app() -> None:
+    objects = _objects()
+
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects.in_apply_order()] == [
+        ("ServiceAccount", "wordcount-driver"),
+        ("Role", "wordcount-driver"),
+        ("RoleBinding", "wordcount-driver"),
+        ("ConfigMap", "wordcount-run"),
+        ("Service", "wordcount-driver"),
+        ("StatefulSet", "wordcount-driver"),
+    ]
+    for item in objects.in_apply_order():
+        assert item["metadata"]["namespace"] == "team"
+        assert item["metadata"]["labels"] == LABELS
+        assert item["metadata"]["ownerReferences"] == [
+            {
+                "apiVersion": "rillet.io/v1alpha1",
+                "kind": "App",
+                "name": "wordcount",
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+
+
+def test_role_grants_what_spark_and_the_runtime_need_and_nothing_else() -> None:
+    role = _objects().role
+
+    assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+    grants = {
+        (group, resource, tuple(rule.get("resourceNames", ())), verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    manage = {"get", "list", "watch", "create", "delete", "deletecollection"}
+    expected = {
+        *(("", "pods", (), verb) for verb in manage | {"patch"}),
+        ("", "pods/log", (), "get"),
+        *(
+            ("", r, (), v)
+            for r in ("services", "configmaps", "persistentvolumeclaims")
+            for v in manage
+        ),
+        ("rillet.io", "apps", ("wordcount",), "get"),
+    }
+    assert grants == expected
+    assert rbac.role_rules("wordcount") == role["rules"]
+
+
+def test_role_binding_binds_the_role_to_the_service_account() -> None:
+    binding = _objects().role_binding
+
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": "wordcount-driver",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "wordcount-driver", "namespace": "team"}
+    ]
+
+
+def test_config_map_holds_run_spec_spark_conf_and_executor_template() -> None:
+    objects = _objects()
+    data = objects.config_map["data"]
+
+    run_spec = apprun.RunSpec.model_validate_json(data["run-spec.json"])
+    assert run_spec.checkpoint_location == "/var/lib/rillet/checkpoints/wordcount"
+    assert run_spec.inputs[0].topic == "sentences"
+    assert json.loads(data["spark-conf.json"]) == objects.spark_conf
+    template = yaml.safe_load(data["executor-pod-template.yaml"])
+    assert template == pods.build_executor_pod_template(_context())
+
+
+def test_service_is_headless_and_selects_the_driver_pod() -> None:
+    objects = _objects()
+    spec = objects.service["spec"]
+
+    assert spec["clusterIP"] == "None"
+    assert spec["selector"] == {"rillet.io/app": "wordcount", "rillet.io/role": "driver"}
+    assert [(p["name"], p["port"]) for p in spec["ports"]] == [
+        ("driver-rpc", 7078),
+        ("blockmanager", 7079),
+        ("metrics", 9090),
+    ]
+    pod_labels = _pod(objects)["metadata"]["labels"]
+    assert spec["selector"].items() <= pod_labels.items()
+
+
+def test_stateful_set_runs_one_driver_pod_by_its_service() -> None:
+    spec = _objects().stateful_set["spec"]
+
+    assert spec["replicas"] == 1
+    assert spec["serviceName"] == "wordcount-driver"
+    assert spec["podManagementPolicy"] == "Parallel"
+    assert spec["selector"] == {
+        "matchLabels": {"rillet.io/app": "wordcount", "rillet.io/role": "driver"}
+    }
+    assert spec["template"]["metadata"]["labels"] == {**LABELS, "rillet.io/role": "driver"}
+
+
+def test_suspend_scales_the_driver_to_zero() -> None:
+    assert _objects(suspend=True).stateful_set["spec"]["replicas"] == 0
+
+
+def test_driver_pod_meets_the_restricted_pod_security_standard() -> None:
+    objects = _objects()
+    pod_spec = _pod(objects)["spec"]
+
+    assert pod_spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "runAsGroup": 10001,
+        "fsGroup": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert _container(objects)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod_spec["serviceAccountName"] == "wordcount-driver"
+    assert pod_spec["automountServiceAccountToken"] is True
+    assert pod_spec["terminationGracePeriodSeconds"] == 60
+
+
+def test_driver_container_runs_rillet_drive_with_its_env() -> None:
+    container = _container(_objects())
+
+    assert container["image"] == "rillet/spark-runtime:0.1.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    assert container["command"] == ["rillet", "drive", "/etc/rillet/run-spec.json"]
+    assert container["args"] == [
+        "--executor-pod-template",
+        "/etc/rillet/executor-pod-template.yaml",
+    ]
+    assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    assert env == {
+        "POD_NAME": {"fieldRef": {"fieldPath": "metadata.name"}},
+        "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "RILLET_APP_NAME": "wordcount",
+        "RILLET_KAFKA_BOOTSTRAP": "kafka:9092",
+        "RILLET_SPARK_CONF_JSON": {
+            "configMapKeyRef": {"name": "wordcount-run", "key": "spark-conf.json"}
+        },
+    }
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "driver-rpc"}
+
+
+def test_driver_resources_come_from_spec_driver() -> None:
+    container = _container(_objects(driver={"cpu": "500m", "memory": "2Gi"}))
+
+    assert container["resources"] == {
+        "requests": {"cpu": "500m", "memory": "2Gi"},
+        "limits": {"memory": "2Gi"},
+    }
+
+
+def test_driver_mounts_config_checkpoint_and_tmp() -> None:
+    objects = _objects()
+
+    mounts = {m["name"]: m["mountPath"] for m in _container(objects)["volumeMounts"]}
+    assert mounts == {
+        "config": "/etc/rillet",
+        "checkpoint": "/var/lib/rillet/checkpoints",
+        "tmp": "/tmp",
+    }
+    volumes = {v["name"]: v for v in _pod(objects)["spec"]["volumes"]}
+    assert volumes == {
+        "config": {"name": "config", "configMap": {"name": "wordcount-run"}},
+        "tmp": {"name": "tmp", "emptyDir": {}},
+    }
+    claims = objects.stateful_set["spec"]["volumeClaimTemplates"]
+    assert claims == [
+        {
+            "metadata": {"name": "checkpoint", "labels": LABELS},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+    ]
+
+
+def test_checkpoint_claim_takes_size_and_storage_class_from_the_environment() -> None:
+    env = contexts.AppEnvironment(
+        kafka_bootstrap="kafka:9092", storage_class="fast", checkpoint_size="20Gi"
+    )
+
+    claims = _objects(env).stateful_set["spec"]["volumeClaimTemplates"]
+    spec = claims[0]["spec"]
+
+    assert (spec["storageClassName"], spec["resources"]["requests"]["storage"]) == ("fast", "20Gi")
+
+
+@pytest.mark.parametrize(
+    "url", ["s3a://bucket/apps/wc", "hdfs://nn:8020/ck", "gs://b/ck", "abfs://c@a.dfs/ck"]
+)
+def test_a_checkpoint_url_needs_no_volume(url: str) -> None:
+    objects = _objects(checkpoint={"location": url})
+
+    assert "volumeClaimTemplates" not in objects.stateful_set["spec"]
+    assert "checkpoint" not in {m["name"] for m in _container(objects)["volumeMounts"]}
+    run_spec = apprun.RunSpec.model_validate_json(objects.config_map["data"]["run-spec.json"])
+    assert run_spec.checkpoint_location == url
+
+
+@pytest.mark.parametrize(
+    ("location", "resolved"),
+    [
+        (None, "/var/lib/rillet/checkpoints/wordcount"),
+        ("s3a://bucket/apps/wc", "s3a://bucket/apps/wc"),
+        ("clicks/v2", "/var/lib/rillet/checkpoints/clicks/v2"),
+        ("/data/clicks/", "/var/lib/rillet/checkpoints/data/clicks"),
+        ("/var/lib/rillet/checkpoints/clicks", "/var/lib/rillet/checkpoints/clicks"),
+        ("/var/lib/rillet/checkpoints", "/var/lib/rillet/checkpoints"),
+        ("../../etc", "/var/lib/rillet/checkpoints/etc"),
+        ("/", "/var/lib/rillet/checkpoints"),
+        ("file:///ck/wc", "/var/lib/rillet/checkpoints/ck/wc"),
+    ],
+)
+def test_checkpoint_location(location: str | None, resolved: str) -> None:
+    spec = {} if location is None else {"checkpoint": {"location": location}}
+    app, _ = _inputs(**spec)
+
+    assert contexts.checkpoint_location(app) == resolved
+
+
+def test_executor_pod_template_is_restricted_and_runs_the_executor_entrypoint() -> None:
+    template = pods.build_executor_pod_template(_context(executor={"memory": "4Gi"}))
+
+    assert template["metadata"]["labels"] == {**LABELS, "rillet.io/role": "executor"}
+    assert template["spec"]["securityContext"] == pods.pod_security_context()
+    assert template["spec"]["automountServiceAccountToken"] is False
+    (container,) = template["spec"]["containers"]
+    assert container["name"] == "spark-executor"
+    assert container["command"] == ["/opt/rillet/bin/spark-executor"]
+    assert container["securityContext"] == pods.container_security_context()
+    assert container["resources"] == {
+        "requests": {"cpu": "1", "memory": "4Gi"},
+        "limits": {"memory": "4Gi"},
+    }
+    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+
+
+@pytest.mark.parametrize(
+    ("executor", "cores", "cpu"),
+    [({}, 1, "1"), ({}, 3, "3"), ({"cpu": "1500m"}, 2, "1500m"), ({"cpu": 2}, 4, "2")],
+)
+def test_executor_cpu_defaults_to_executor_cores(
+    executor: dict[str, Any], cores: int, cpu: str
+) -> None:
+    context = _context(executor=executor, scaling={"executorCores": cores})
+    conf = sparkconfs.build_spark_conf(context)
+
+    assert conf["spark.kubernetes.executor.request.cores"] == cpu
+    assert conf["spark.executor.cores"] == str(cores)
+    template = pods.build_executor_pod_template(context)
+    assert template["spec"]["containers"][0]["resources"]["requests"]["cpu"] == cpu
+
+
+def test_spark_conf_runs_client_mode_on_kubernetes() -> None:
+    conf = sparkconfs.build_driver_spark_conf(*_inputs(), ENV)
+
+    assert {key: conf[key] for key in EXPECTED_CONF} == EXPECTED_CONF
+    assert "spark.kubernetes.driver.pod.name" not in conf
+    assert "spark.driver.host" not in conf
+    # apprun's settings are kept.
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == apprun.ROCKSDB_PROVIDER
+    assert conf["spark.sql.shuffle.partitions"] == "3"
+
+
+EXPECTED_CONF = {
+    "spark.master": "k8s://https://kubernetes.default.svc:443",
+    "spark.submit.deployMode": "client",
+    "spark.kubernetes.namespace": "team",
+    "spark.kubernetes.container.image": "rillet/spark-runtime:0.1.0",
+    "spark.kubernetes.container.image.pullPolicy": "IfNotPresent",
+    "spark.kubernetes.executor.podTemplateFile": "/etc/rillet/executor-pod-template.yaml",
+    "spark.kubernetes.executor.podTemplateContainerName": "spark-executor",
+    "spark.kubernetes.executor.podNamePrefix": "wordcount",
+    "spark.kubernetes.authenticate.caCertFile": (
+        "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    ),
+    "spark.kubernetes.authenticate.oauthTokenFile": (
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    ),
+    "spark.kubernetes.authenticate.driver.serviceAccountName": "wordcount-driver",
+    "spark.driver.port": "7078",
+    "spark.blockManager.port": "7079",
+    "spark.driver.bindAddress": "0.0.0.0",
+    "spark.driver.memory": "512m",
+    "spark.executor.cores": "1",
+    "spark.executor.instances": "1",
+    "spark.kubernetes.executor.request.cores": "1",
+    "spark.executor.memory": "1536m",
+    "spark.executor.memoryOverhead": "512m",
+    "spark.dynamicAllocation.enabled": "false",
+    "spark.kubernetes.allocation.batch.size": "10",
+    "spark.kubernetes.executor.deleteOnTermination": "true",
+}
+
+
+@pytest.mark.parametrize(
+    ("quantity", "mib", "heap", "overhead"),
+    [
+        ("2Gi", 2048, 1536, 512),
+        ("1Gi", 1024, 768, 256),
+        ("1500Mi", 1500, 1125, 375),
+        ("1.5Gi", 1536, 1152, 384),
+        ("2G", 1907, 1430, 477),
+        (3 * 2**30, 3072, 2304, 768),
+        ("4096Ki", 4, 3, 1),
+    ],
+)
+def test_executor_memory_splits_into_heap_and_overhead(
+    quantity: int | str, mib: int, heap: int, overhead: int
+) -> None:
+    assert sparkconfs.memory_mib(quantity) == mib
+    assert sparkconfs.split_memory(quantity, sparkconfs.EXECUTOR_HEAP_SHARE) == (heap, overhead)
+
+
+def test_min_executors_is_the_initial_count() -> None:
+    conf = sparkconfs.build_spark_conf(_context(scaling={"minExecutors": 3, "maxExecutors": 5}))
+
+    assert conf["spark.executor.instances"] == "3"
+
+
+def test_app_spark_conf_overrides_defaults_but_not_rillet_keys() -> None:
+    user = {
+        "spark.sql.shuffle.partitions": "12",
+        "spark.kubernetes.allocation.batch.size": "2",
+        "spark.kubernetes.container.image.pullPolicy": "Always",
+        "spark.sql.adaptive.enabled": "false",
+    }
+    context = _context(sparkConf=user)
+
+    assert sparkconfs.build_spark_conf(context).items() >= user.items()
+    # A run spec that bypassed the API's checks still cannot move Rillet's settings.
+    forced = context.run_spec.model_copy(update={"spark_conf": {"spark.driver.port": "1"}})
+    conf = sparkconfs.build_spark_conf(
+        contexts.AppContext(app=context.app, run_spec=forced, env=ENV)
+    )
+    assert conf["spark.driver.port"] == "7078"
+
+
+def test_every_key_rillet_sets_over_the_apps_conf_is_reserved_by_the_api() -> None:
+    context = _context()
+    owned = {key for option in sparkconfs.OWNED_OPTIONS for key in option(context)}
+
+    assert all(apps.is_reserved_spark_conf(key) for key in owned - {"spark.app.name"})
+
+
+def _template_hash(objects: building.AppObjects) -> str:
+    annotation: str = _pod(objects)["metadata"]["annotations"]["rillet.io/spec-hash"]
+    return annotation
+
+
+def test_spec_hash_is_on_the_driver_pod_and_stable() -> None:
+    first, second = _objects(), _objects()
+
+    assert _template_hash(first) == first.spec_hash == second.spec_hash
+    assert len(first.spec_hash) == 64
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"image": "rillet/spark-runtime:0.2.0"},
+        {"sparkConf": {"spark.sql.adaptive.enabled": "false"}},
+        {"sparkConf": {"spark.sql.shuffle.partitions": "6"}},
+        {"pipeline": {"sql": "SELECT value AS word, 1 AS count FROM sentences"}},
+        {"executor": {"memory": "4Gi"}},
+        {"executor": {"cpu": "2"}},
+        {"driver": {"memory": "2Gi"}},
+        {"scaling": {"executorCores": 2}},
+        {"checkpoint": {"location": "s3a://bucket/wc"}},
+    ],
+)
+def test_a_spec_change_changes_the_hash(change: dict[str, Any]) -> None:
+    assert _objects(**change).spec_hash != _objects().spec_hash
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"scaling": {"minExecutors": 2, "maxExecutors": 6}},
+        {"scaling": {"lagTarget": 10, "stabilizationWindowSeconds": 5}},
+        {"suspend": True},
+    ],
+)
+def test_scaling_changes_leave_the_pod_template_alone(change: dict[str, Any]) -> None:
+    before, after = _objects(), _objects(**change)
+
+    assert after.stateful_set["spec"]["template"] == before.stateful_set["spec"]["template"]
+
+
+def test_more_partitions_leave_the_pod_template_alone() -> None:
+    app, run_spec = _inputs()
+    grown = run_spec.model_copy(
+        update={
+            "inputs": tuple(i.model_copy(update={"partitions": 12}) for i in run_spec.inputs),
+            "shuffle_partitions": 12,
+        }
+    )
+
+    before = building.build_app_objects(app, run_spec, ENV)
+    after = building.build_app_objects(app, grown, ENV)
+
+    assert after.stateful_set == before.stateful_set
+    assert after.config_map != before.config_map
+
+
+@pytest.mark.parametrize(
+    ("fragments_in", "merged"),
+    [
+        (({"a": 1}, {"b": 2}), {"a": 1, "b": 2}),
+        (({"s": {"x": 1}}, {"s": {"y": 2}}), {"s": {"x": 1, "y": 2}}),
+        (({"l": [1]}, {"l": [2, 3]}), {"l": [1, 2, 3]}),
+        (({"a": 1}, {"a": 1}), {"a": 1}),
+        (({"a": 1}, {}), {"a": 1}),
+    ],
+)
+def test_fragments_merge_maps_and_lists(
+    fragments_in: tuple[dict[str, Any], ...], merged: dict[str, Any]
+) -> None:
+    assert fragments.merge(*fragments_in) == merged
+
+
+def test_fragments_refuse_two_values_for_one_field() -> None:
+    with pytest.raises(ValueError, match=r"\.spec\.replicas"):
+        fragments.merge({"spec": {"replicas": 1}}, {"spec": {"replicas": 0}})
+
+
+def test_merging_does_not_change_the_fragments() -> None:
+    first = {"spec": {"volumes": [{"name": "a"}]}}
+    kept = copy.deepcopy(first)
+
+    fragments.merge(first, {"spec": {"volumes": [{"name": "b"}]}})
+
+    assert first == kept
+
+
+def test_kafka_credentials_never_reach_the_config_map() -> None:
+    app, run_spec = _inputs()
+    secret = run_spec.model_copy(update={"kafka_config": {"sasl.jaas.config": "... password=x"}})
+
+    with pytest.raises(ValueError, match=r"sasl\.jaas\.config"):
+        building.build_app_objects(app, secret, ENV)
+
+
+def test_an_app_without_uid_is_refused() -> None:
+    app, run_spec = _inputs()
+    app = app.model_copy(update={"metadata": app.metadata.model_copy(update={"uid": None})})
+
+    with pytest.raises(ValueError, match="uid"):
+        building.build_app_objects(app, run_spec, ENV)
+
+
+def test_names_fit_kubernetes_limits_at_the_longest_app_name() -> None:
+    app = "a" * apps.APP_NAME_MAX_LENGTH
+
+    # controller-revision-hash: "<statefulset>-<up to 10 characters>", a 63-character label.
+    assert len(naming.app_driver_name(app)) + 1 + 10 <= 63
+    assert len(naming.app_driver_pod_name(app)) <= 63
+    assert len(naming.app_executor_pod_prefix(app) + "-exec-10000") <= 63
+    assert len(naming.app_checkpoint_claim_name(app)) <= 253
+    assert naming.app_checkpoint_claim_name("wc") == "checkpoint-wc-driver-0"
+
+
+def test_label_selectors_of_driver_and_executors() -> None:
+    assert metadata.label_selector("wc", "executor") == "rillet.io/app=wc,rillet.io/role=executor"
+    assert metadata.label_selector("wc", "driver") == "rillet.io/app=wc,rillet.io/role=driver"
+
+
+def _as_stored(stateful_set: dict[str, Any]) -> dict[str, Any]:
+    """The StatefulSet as the apiserver returns it: defaults filled in."""
+    stored = copy.deepcopy(stateful_set)
+    for claim in stored["spec"].get("volumeClaimTemplates", ()):
+        claim |= {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "status": {"phase": "Pending"},
+        }
+        claim["spec"]["volumeMode"] = "Filesystem"
+    stored["spec"]["revisionHistoryLimit"] = 10
+    return stored
+
+
+def test_an_unchanged_stateful_set_needs_no_replacement() -> None:
+    desired = _objects().stateful_set
+
+    assert drivers.replacement_reasons(_as_stored(desired), desired) == []
+    assert (
+        drivers.replacement_reasons(_as_stored(desired), _objects(suspend=True).stateful_set) == []
+    )
+
+
+def test_a_new_claim_size_or_a_remote_checkpoint_needs_a_replacement() -> None:
+    stored = _as_stored(_objects().stateful_set)
+    bigger = contexts.AppEnvironment(kafka_bootstrap="kafka:9092", checkpoint_size="5Gi")
+
+    assert drivers.replacement_reasons(stored, _objects(bigger).stateful_set) == [
+        "volumeClaimTemplates"
+    ]
+    remote = _objects(checkpoint={"location": "s3a://b/wc"}).stateful_set
+    assert drivers.replacement_reasons(stored, remote) == ["volumeClaimTemplates"]

@@ -1,0 +1,197 @@
+"""Reading what the operator sees of an App: references, inputs, pods, progress (pure).
+
+Test plan:
+- references: every topicRef and tableRef of inputs and outputs, and the dead-letter Topic, in
+  order, once each; the written Tables are the tableRef outputs;
+- a reference not among the bodies is missing, one there without Ready=True is not Ready;
+- stream inputs: topicRef inputs with their Kafka names, external inputs as named, Table inputs
+  left out (no lag), a Topic not yet known left out;
+- co-partitioning: inputs of different counts, a written Table of another count; unknown
+  counts pass;
+- the driver pod: running and ready; crash-looping with the last terminated message; not
+  scheduled (the scheduler's reason); a pod being deleted is not ready;
+- the progress annotation is read as the runtime writes it (the same annotation name); a bad or
+  missing one reads as empty, never as an error;
+- only Running executor pods not being deleted count.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from rillet.reconcile import appobservations
+from rillet.reconcile.appobservations import StreamInput
+from rillet.runtime import reporting
+
+SPEC: dict[str, Any] = {
+    "inputs": [
+        {"name": "clicks", "topicRef": {"name": "clicks"}},
+        {"name": "users", "tableRef": {"name": "users"}},
+        {"name": "raw", "external": {"topicName": "legacy.raw"}},
+    ],
+    "outputs": [
+        {"tableRef": {"name": "counts"}, "keyColumns": ["page"]},
+        {"topicRef": {"name": "clicks"}},
+        {"tableRef": {"name": "counts"}, "from": "other", "keyColumns": ["page"]},
+    ],
+    "deadLetterTopic": {"topicRef": {"name": "bad-clicks"}},
+}
+
+
+def _ready(status: str = "True") -> dict[str, Any]:
+    return {"status": {"conditions": [{"type": "Ready", "status": status}]}}
+
+
+def test_references_are_listed_once_in_order() -> None:
+    assert appobservations.references(SPEC) == (
+        ("Topic", "clicks"),
+        ("Table", "users"),
+        ("Table", "counts"),
+        ("Topic", "bad-clicks"),
+    )
+    assert appobservations.written_tables(SPEC) == ("counts",)
+
+
+def test_missing_and_unready_references() -> None:
+    check = appobservations.check_references(
+        appobservations.references(SPEC),
+        {
+            ("Topic", "clicks"): _ready(),
+            ("Table", "users"): _ready("False"),
+            ("Table", "counts"): {"status": {}},
+        },
+    )
+    assert check.missing == ("Topic bad-clicks",)
+    assert check.unready == ("Table users", "Table counts")
+    assert not check.ok
+    assert appobservations.check_references([("Topic", "clicks")], {("Topic", "clicks"): _ready()}).ok
+
+
+def test_stream_inputs_resolve_kafka_names() -> None:
+    assert appobservations.stream_inputs(SPEC, {"clicks": "team.clicks"}) == (
+        StreamInput(name="clicks", topic="team.clicks"),
+        StreamInput(name="raw", topic="legacy.raw"),
+    )
+    assert appobservations.stream_inputs(SPEC, {}) == (StreamInput(name="raw", topic="legacy.raw"),)
+
+
+def test_inputs_of_different_partition_counts_are_not_copartitioned() -> None:
+    problems = appobservations.copartitioning_problems([("clicks", 6), ("views", 3)], [])
+    assert problems == (
+        "the stream inputs have different partition counts (clicks has 6, views has 3): give "
+        "their topics the same number of partitions",
+    )
+
+
+def test_a_written_table_of_another_count_is_not_copartitioned() -> None:
+    problems = appobservations.copartitioning_problems(
+        [("clicks", 6), ("raw", None)], [("counts", 2), ("totals", 6), ("new", None)]
+    )
+    assert problems == (
+        "Table counts has 2 partitions but the inputs have 6: set its spec.partitions to 6 (or "
+        "remove it to follow the inputs)",
+    )
+    assert appobservations.copartitioning_problems([("raw", None)], [("counts", 2)]) == ()
+
+
+def _pod(**status: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "clicks-driver-0"}, "status": status}
+
+
+def test_a_running_ready_driver() -> None:
+    pod = _pod(
+        phase="Running",
+        containerStatuses=[
+            {"name": "sidecar", "ready": False, "restartCount": 7},
+            {"name": "driver", "ready": True, "restartCount": 1, "state": {"running": {}}},
+        ],
+    )
+    driver = appobservations.driver_observation(pod)
+    assert (driver.phase, driver.ready, driver.restart_count) == ("Running", True, 1)
+    assert driver.waiting_reason is None
+
+
+def test_a_crash_looping_driver_shows_its_last_words() -> None:
+    pod = _pod(
+        phase="Running",
+        containerStatuses=[
+            {
+                "name": "driver",
+                "ready": False,
+                "restartCount": 4,
+                "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                "lastState": {"terminated": {"exitCode": 1, "message": "ValueError: boom\n"}},
+            }
+        ],
+    )
+    driver = appobservations.driver_observation(pod)
+    assert driver.waiting_reason == "CrashLoopBackOff"
+    assert (driver.last_exit_code, driver.last_message) == (1, "ValueError: boom\n")
+
+
+def test_an_unscheduled_driver_says_why() -> None:
+    pod = _pod(
+        phase="Pending",
+        conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1"}
+        ],
+    )
+    driver = appobservations.driver_observation(pod)
+    assert (driver.phase, driver.waiting_reason, driver.waiting_message) == (
+        "Pending",
+        "Unschedulable",
+        "0/1",
+    )
+    assert appobservations.driver_observation({"metadata": {}}).phase == "Pending"
+
+
+def test_a_driver_being_deleted_is_not_ready() -> None:
+    pod = _pod(phase="Running", containerStatuses=[{"name": "driver", "ready": True}])
+    pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert not appobservations.driver_observation(pod).ready
+
+
+def _annotated(value: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {appobservations.PROGRESS_ANNOTATION: value}}}
+
+
+def test_progress_is_read_as_the_runtime_writes_it() -> None:
+    assert appobservations.PROGRESS_ANNOTATION == reporting.PROGRESS_ANNOTATION
+    report = reporting.ProgressReport(
+        executors=3,
+        last_batch_time=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        rows_per_second=1520.46,
+        batches=812,
+        application_id="spark-5f0c",
+    )
+    patch = reporting.build_annotation_patch(report)
+    progress = appobservations.read_progress(patch)
+    assert progress == appobservations.Progress(
+        executors=3,
+        last_batch_time=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        rows_per_second=1520.5,
+        batches=812,
+        application_id="spark-5f0c",
+    )
+
+
+def test_bad_or_missing_progress_reads_as_empty() -> None:
+    empty = appobservations.Progress()
+    assert appobservations.read_progress(None) == empty
+    assert appobservations.read_progress({"metadata": {}}) == empty
+    assert appobservations.read_progress(_annotated("{not json")) == empty
+    assert appobservations.read_progress(_annotated("[1, 2]")) == empty
+    odd = json.dumps({"executors": True, "lastBatchTime": "yesterday", "rowsPerSecond": "fast"})
+    assert appobservations.read_progress(_annotated(odd)) == empty
+
+
+def test_only_running_executors_not_being_deleted_count() -> None:
+    pods = [
+        {"metadata": {}, "status": {"phase": "Running"}},
+        {"metadata": {}, "status": {"phase": "Pending"}},
+        {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}, "status": {"phase": "Running"}},
+        {"metadata": {}, "status": {"phase": "Running"}},
+    ]
+    assert appobservations.count_running_executors(pods) == 2

@@ -1,0 +1,284 @@
+"""Deciding an App's executor count from lag and partitions (pure).
+
+Test plan:
+- the cap: partitions // executorCores, at least 1, 0 (no cap) when partitions are unknown;
+- one decision, table-tested: the lag's count within min/max/cap, with the reason of each bound;
+- stabilization: a lag dip does not scale down within the window; scaling up waits the short
+  up-window; a raised cap applies in the same decision; the count never exceeds the cap;
+- after an operator restart (no history) nothing scales down below the current count for a
+  full window; unknown lag holds the count;
+- history keeps only what a window still needs;
+- a saw-tooth lag series scales once, not at every tooth;
+- spec.scaling maps onto the policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from rillet.api.v1alpha1 import apps
+from rillet.reconcile import scaling
+from rillet.reconcile.scaling import Recommendation, Sample
+
+POLICY = scaling.ScalingPolicy(
+    min_executors=1,
+    max_executors=8,
+    executor_cores=1,
+    lag_target=1000,
+    scale_down_window_seconds=60,
+    scale_up_window_seconds=0,
+)
+
+
+def _policy(**changes: Any) -> scaling.ScalingPolicy:
+    return dataclasses.replace(POLICY, **changes)
+
+
+@pytest.mark.parametrize(
+    ("partitions", "cores", "cap"),
+    [(None, 1, 0), (0, 1, 0), (1, 1, 1), (12, 1, 12), (12, 4, 3), (13, 4, 3), (3, 4, 1)],
+)
+def test_cap_is_partitions_per_executor_cores(partitions: int | None, cores: int, cap: int) -> None:
+    assert scaling.derive_cap(partitions, cores) == cap
+
+
+@pytest.mark.parametrize(
+    ("lag", "target", "executors"), [(0, 1000, 0), (1, 1000, 1), (1000, 1000, 1), (1001, 1000, 2)]
+)
+def test_lag_asks_for_ceil_of_lag_over_target(lag: int, target: int, executors: int) -> None:
+    assert scaling.raw_executors(lag, target) == executors
+
+
+@pytest.mark.parametrize(
+    ("policy", "partitions", "lag", "desired", "cap", "reason"),
+    [
+        (POLICY, 12, 3500, 4, 12, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET),
+        (POLICY, 12, 0, 1, 12, scaling.AT_MIN_EXECUTORS),
+        (POLICY, 12, 1000, 1, 12, scaling.AT_MIN_EXECUTORS),
+        (_policy(min_executors=0), 12, 0, 0, 12, scaling.AT_MIN_EXECUTORS),
+        (POLICY, 12, 50_000, 8, 12, scaling.CAPPED_BY_MAX_EXECUTORS),
+        (POLICY, 3, 50_000, 3, 3, scaling.CAPPED_BY_PARTITIONS),
+        (POLICY, 8, 50_000, 8, 8, scaling.CAPPED_BY_MAX_EXECUTORS),
+        (_policy(executor_cores=4), 12, 50_000, 3, 3, scaling.CAPPED_BY_PARTITIONS),
+        (_policy(executor_cores=4), 2, 50_000, 1, 1, scaling.CAPPED_BY_PARTITIONS),
+        (_policy(min_executors=4), 2, 0, 2, 2, scaling.CAPPED_BY_PARTITIONS),
+        (_policy(min_executors=4), 12, 2500, 4, 12, scaling.AT_MIN_EXECUTORS),
+        (POLICY, None, 50_000, 8, 0, scaling.CAPPED_BY_MAX_EXECUTORS),
+        (POLICY, None, 2500, 3, 0, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET),
+        (POLICY, 12, None, 1, 12, scaling.LAG_UNKNOWN),
+    ],
+)
+def test_first_decision_is_the_lag_count_within_bounds(
+    policy: scaling.ScalingPolicy,
+    partitions: int | None,
+    lag: int | None,
+    desired: int,
+    cap: int,
+    reason: str,
+) -> None:
+    decision = scaling.plan_executors(
+        policy, partitions=partitions, lag=lag, history=(), current=None, now=100.0
+    )
+
+    assert (decision.desired, decision.cap, decision.reason) == (desired, cap, reason)
+    assert decision.message
+
+
+def _decide(
+    *,
+    lag: int | None,
+    history: tuple[Recommendation, ...],
+    current: int | None,
+    now: float,
+    partitions: int | None = 12,
+    policy: scaling.ScalingPolicy = POLICY,
+) -> scaling.ScalingDecision:
+    return scaling.plan_executors(
+        policy, partitions=partitions, lag=lag, history=history, current=current, now=now
+    )
+
+
+@pytest.mark.parametrize(
+    ("history", "current", "lag", "desired", "reason"),
+    [
+        # 6 wanted 30 s ago, 2 now: hold 6 until the 60 s window has passed.
+        ((Recommendation(70.0, 6),), 6, 2000, 6, scaling.SCALE_DOWN_STABILIZING),
+        ((Recommendation(40.0, 6),), 6, 2000, 2, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET),
+        ((Recommendation(41.0, 6),), 6, 2000, 6, scaling.SCALE_DOWN_STABILIZING),
+        # The highest in the window counts, not the newest of the past.
+        ((Recommendation(50.0, 5), Recommendation(90.0, 3)), 6, 0, 5, "ScaleDownStabilizing"),
+        # The window only keeps the count up: it never lifts it above the current count.
+        ((Recommendation(90.0, 6),), 4, 2000, 4, scaling.SCALE_DOWN_STABILIZING),
+    ],
+)
+def test_scale_down_waits_for_the_window(
+    history: tuple[Recommendation, ...], current: int, lag: int, desired: int, reason: str
+) -> None:
+    decision = _decide(lag=lag, history=history, current=current, now=100.0)
+
+    assert (decision.desired, decision.reason) == (desired, reason)
+
+
+def test_scale_up_is_immediate_without_an_up_window() -> None:
+    decision = _decide(lag=7000, history=(Recommendation(99.0, 2),), current=2, now=100.0)
+
+    assert (decision.desired, decision.reason) == (7, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET)
+
+
+def test_scale_up_waits_for_the_up_window() -> None:
+    policy = _policy(scale_up_window_seconds=5)
+    history = (Recommendation(97.0, 2),)
+
+    held = _decide(lag=7000, history=history, current=2, now=100.0, policy=policy)
+    later = _decide(lag=7000, history=held.history, current=2, now=102.5, policy=policy)
+
+    assert (held.desired, held.reason) == (2, scaling.SCALE_UP_STABILIZING)
+    assert (later.desired, later.reason) == (7, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET)
+
+
+def test_up_window_scales_up_to_the_fewest_wanted_in_it() -> None:
+    policy = _policy(scale_up_window_seconds=5)
+    history = (Recommendation(96.0, 5), Recommendation(98.0, 9))
+
+    decision = _decide(lag=7000, history=history, current=2, now=100.0, policy=policy)
+
+    assert (decision.desired, decision.reason) == (5, scaling.SCALE_UP_STABILIZING)
+
+
+def test_raised_cap_applies_at_once() -> None:
+    # Lag wanted 8 all along; 3 partitions capped it at 3. The topic grows to 6 partitions.
+    history = (Recommendation(90.0, 8), Recommendation(95.0, 8))
+    policy = _policy(scale_up_window_seconds=10)
+
+    decision = _decide(lag=8000, history=history, current=3, now=100.0, partitions=6, policy=policy)
+
+    assert (decision.desired, decision.cap, decision.reason) == (6, 6, "CappedByPartitions")
+
+
+def test_lowered_bound_applies_at_once_despite_the_window() -> None:
+    # maxExecutors lowered from 8 to 2 while the window remembers 8.
+    decision = _decide(
+        lag=8000,
+        history=(Recommendation(90.0, 8),),
+        current=8,
+        now=100.0,
+        policy=_policy(max_executors=2),
+    )
+
+    assert (decision.desired, decision.reason) == (2, scaling.CAPPED_BY_MAX_EXECUTORS)
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 5, 12])
+def test_never_above_the_cap(partitions: int) -> None:
+    history = tuple(Recommendation(float(t), 100) for t in range(50, 100))
+    decision = _decide(lag=100_000, history=history, current=8, now=100.0, partitions=partitions)
+
+    assert decision.desired == min(partitions, POLICY.max_executors)
+
+
+def test_after_a_restart_nothing_scales_down_until_a_window_passed() -> None:
+    restarted = _decide(lag=0, history=(), current=6, now=1000.0)
+    during = _decide(lag=0, history=restarted.history, current=6, now=1059.0)
+    after = _decide(lag=0, history=during.history, current=6, now=1060.0)
+
+    assert (restarted.desired, restarted.reason) == (6, scaling.SCALE_DOWN_STABILIZING)
+    assert during.desired == 6
+    assert (after.desired, after.reason) == (1, scaling.AT_MIN_EXECUTORS)
+
+
+def test_after_a_restart_scaling_up_waits_at_most_the_up_window() -> None:
+    assert _decide(lag=7000, history=(), current=2, now=1000.0).desired == 7
+
+    policy = _policy(scale_up_window_seconds=5)
+    restarted = _decide(lag=7000, history=(), current=2, now=1000.0, policy=policy)
+    later = _decide(lag=7000, history=restarted.history, current=2, now=1005.0, policy=policy)
+    assert (restarted.desired, later.desired) == (2, 7)
+
+
+def test_window_of_zero_scales_down_at_once_even_after_a_restart() -> None:
+    policy = _policy(scale_down_window_seconds=0)
+
+    decision = _decide(lag=0, history=(), current=6, now=1000.0, policy=policy)
+
+    assert decision.desired == 1
+
+
+@pytest.mark.parametrize(("current", "desired"), [(None, 1), (5, 5), (20, 8)])
+def test_unknown_lag_holds_the_count_within_bounds(current: int | None, desired: int) -> None:
+    decision = _decide(lag=None, history=(Recommendation(99.0, 3),), current=current, now=100.0)
+
+    assert (decision.desired, decision.reason) == (desired, scaling.LAG_UNKNOWN)
+    assert decision.history == (Recommendation(99.0, 3),)
+
+
+def test_history_keeps_recommendations_inside_the_longest_window_and_the_newest() -> None:
+    history = (Recommendation(10.0, 9), Recommendation(50.0, 4), Recommendation(95.0, 3))
+
+    decision = _decide(lag=2000, history=history, current=4, now=100.0)
+
+    assert decision.history == (
+        Recommendation(50.0, 4),
+        Recommendation(95.0, 3),
+        Recommendation(100.0, 2),
+    )
+
+
+def test_history_keeps_only_the_newest_with_windows_of_zero() -> None:
+    policy = _policy(scale_down_window_seconds=0)
+
+    decision = _decide(
+        lag=2000, history=(Recommendation(99.0, 3),), current=3, now=100.0, policy=policy
+    )
+
+    assert decision.history == (Recommendation(100.0, 2),)
+
+
+def test_a_saw_tooth_lag_scales_once_not_at_every_tooth() -> None:
+    # Offsets are committed after each 4 s batch: lag climbs to 6000 then drops to 500.
+    samples = [Sample(at=2.0 * i, lag=6000 if i % 2 else 500, partitions=12) for i in range(60)]
+
+    decisions = scaling.replay(POLICY, samples)
+    counts = [d.desired for d in decisions]
+
+    assert counts[1:] == [6] * 59
+    assert scaling.count_scale_events(counts) == 1
+
+
+def test_a_lasting_drop_scales_down_once_after_the_window() -> None:
+    samples = [Sample(at=float(t), lag=6000 if t < 30 else 1500, partitions=12) for t in range(120)]
+
+    counts = [d.desired for d in scaling.replay(POLICY, samples)]
+
+    # The last 6 was wanted at t=29: it leaves the 60 s window at t=89.
+    assert counts[88] == 6
+    assert counts[89] == 2
+    assert scaling.count_scale_events(counts) == 1
+
+
+@pytest.mark.parametrize(
+    ("series", "events"), [([], 0), ([3], 0), ([3, 3, 3], 0), ([1, 2, 2, 1], 2), ([1, 4, 1, 4], 3)]
+)
+def test_count_scale_events(series: list[int], events: int) -> None:
+    assert scaling.count_scale_events(series) == events
+
+
+def test_policy_from_spec_scaling() -> None:
+    spec = apps.Scaling(
+        min_executors=2,
+        max_executors=6,
+        executor_cores=2,
+        lag_target=500,
+        stabilization_window_seconds=120,
+    )
+
+    assert scaling.policy_for(spec) == scaling.ScalingPolicy(
+        min_executors=2,
+        max_executors=6,
+        executor_cores=2,
+        lag_target=500,
+        scale_down_window_seconds=120,
+        scale_up_window_seconds=scaling.DEFAULT_SCALE_UP_WINDOW_SECONDS,
+    )
