@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from rillet.runtime import commands as runtime_commands
 
@@ -48,10 +49,23 @@ console = Console(stderr=True)
 
 
 @contextlib.contextmanager
-def _timed_step(name: str) -> Iterator[None]:
+def _timed_step(name: str) -> Iterator[Callable[[str], None]]:
+    """Show a step while it runs (with its latest progress line), then how long it took."""
     started = time.monotonic()
-    with console.status(f"{name} ..."):
-        yield
+    printed = [started]
+    with console.status(f"{name} ...") as status:
+
+        def update(detail: str) -> None:
+            text = Text(f"{name} ... {detail}")
+            # One line only: a wrapped status line redraws over itself.
+            text.truncate(max(console.width - 3, 20), overflow="ellipsis")
+            status.update(text)
+            # A log (CI) has no spinner: a line every 10 s shows the step is moving.
+            if not console.is_terminal and time.monotonic() - printed[0] >= 10:
+                printed[0] = time.monotonic()
+                console.print(text, highlight=False)
+
+        yield update
     console.print(f"[green]✓[/green] {name} [dim]{time.monotonic() - started:.1f}s[/dim]")
 
 
@@ -65,6 +79,13 @@ def dev_up(
     brokers: Annotated[
         int, typer.Option(min=1, max=3, help="Kafka brokers (3 for replication tests).")
     ] = 1,
+    node: Annotated[
+        bool,
+        typer.Option(
+            help="Start a worker node (containerd, kubelet, DNS, storage) so pods run; "
+            "--no-node: control plane and Kafka only, pods stay Pending."
+        ),
+    ] = True,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet.devstack import stack
@@ -75,8 +96,8 @@ def dev_up(
     started = time.monotonic()
     reused = stack.running()
     try:
-        state = stack.up(brokers=brokers, report=_timed_step)
-    except MissingToolError as error:
+        state = stack.up(brokers=brokers, with_node=node, report=_timed_step)
+    except (MissingToolError, stack.NodeUnavailableError) as error:
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:
         raise _fail(str(error)) from None
@@ -116,6 +137,9 @@ def dev_status() -> None:
         mark = "[green]running[/green]" if alive else "[red]stopped[/red]"
         console.print(f"{name:<26} pid {pid:<8} {mark}")
     console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
+    if state.node is not None and healthy:
+        for line in stack.describe_node(state):
+            console.print(line, highlight=False)
     raise typer.Exit(code=0 if healthy else 1)
 
 

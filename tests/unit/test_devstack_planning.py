@@ -5,6 +5,10 @@ Test plan:
 - only artefacts not yet cached are built, and only their tools are required.
 - the staging-module list is derived from k8s.io/kubernetes' go.mod.
 - version ldflags stamp both version packages with the pinned release.
+- go output is counted into downloaded modules and compiled packages; other lines are ignored.
+- a command's output reaches the progress callback line by line, and the log keeps all of it.
+- every Go-built artefact is in the plan, cheap ones before the Kubernetes builds; a stack
+  without a worker node builds none of the node's.
 - a three-node KRaft config lists every voter and replicates internal topics three times.
 - the kubeconfig carries the server, CA and token.
 """
@@ -18,6 +22,7 @@ import pytest
 import yaml
 
 from rillet.devstack import provisioning, toolchain
+from rillet.devstack.commands import CommandFailedError, run_logged
 from rillet.devstack.controlplane import build_kubeconfig
 from rillet.devstack.kafka import NodePorts, build_server_properties
 
@@ -68,6 +73,56 @@ def test_version_ldflags_stamp_both_version_packages() -> None:
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         assert f"-X {package}.gitVersion=v1.34.4" in flags
         assert f"-X {package}.gitMinor=34" in flags
+
+
+def test_go_progress_counts_downloads_and_compiled_packages() -> None:
+    tracker = provisioning.GoProgress()
+    output = [
+        "go: downloading k8s.io/api v0.34.4",
+        "go: added k8s.io/kubernetes v1.34.4",
+        "internal/goarch",
+        "# k8s.io/kubernetes/pkg/kubelet",
+        "pkg/kubelet/kubelet.go:12:2: undefined: x",
+        "k8s.io/kubernetes/cmd/kubelet",
+    ]
+    changed = [tracker.feed(line) for line in output]
+    assert changed == [True, False, True, False, False, True]
+    assert tracker.summary() == (
+        "1 modules downloaded, 2 packages compiled (k8s.io/kubernetes/cmd/kubelet)"
+    )
+
+
+def test_go_progress_summary_before_any_compile() -> None:
+    tracker = provisioning.GoProgress()
+    assert tracker.summary() == ""
+    tracker.feed("go: downloading github.com/coredns/caddy v1.1.4")
+    assert tracker.summary() == "1 modules downloaded (github.com/coredns/caddy v1.1.4)"
+
+
+def test_run_logged_streams_lines_and_keeps_the_log(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    lines: list[str] = []
+    run_logged(["sh", "-c", "echo one; echo two >&2"], log=log, on_line=lines.append)
+    assert lines == ["one", "two"]
+    assert log.read_text().endswith("one\ntwo\n")
+    with pytest.raises(CommandFailedError, match="exited 3"):
+        run_logged(["sh", "-c", "echo bad; exit 3"], log=log, on_line=lines.append)
+    assert lines[-1] == "bad"
+
+
+def test_plan_holds_every_go_artefact_cheap_first() -> None:
+    names = [artefact.name for artefact in provisioning.ALL]
+    for name in ("kubernetes", "kubernetes-node", "coredns", "local-path-provisioner", "etcd"):
+        assert name in names
+    assert names.index("coredns") < names.index("kubernetes") < names.index("kubernetes-node")
+    assert provisioning.KUBERNETES_NODE.directory != provisioning.KUBERNETES.directory
+
+
+def test_a_stack_without_node_builds_no_node_artefact() -> None:
+    without = provisioning.artefacts(with_node=False)
+    assert provisioning.KUBERNETES in without
+    assert not set(without) & set(provisioning.NODE_ARTEFACTS)
+    assert provisioning.artefacts(with_node=True) == provisioning.ALL
 
 
 def test_helm_ldflags_set_kubernetes_version_for_offline_rendering() -> None:

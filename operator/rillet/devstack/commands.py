@@ -1,11 +1,15 @@
-"""Running a build or start-up command with its output kept in a log, and failing with its tail."""
+"""Running a build or start-up command with its output kept in a log, and failing with its tail.
+
+A caller that shows progress can also have each line of the output as it comes (`on_line`).
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 
 class CommandFailedError(RuntimeError):
@@ -29,23 +33,56 @@ def run_logged(
     log: Path,
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    on_line: Callable[[str], None] | None = None,
 ) -> None:
-    """Run a command to completion, appending its output to `log`; raise with the log's tail."""
+    """Run a command to completion, appending its output to `log`; raise with the log's tail.
+
+    `on_line`, if given, is called with each line of output (stdout and stderr together) as the
+    command prints it, after the line is in the log.
+    """
     log.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **(env or {})}
     with log.open("ab") as out:
         out.write(f"\n$ {' '.join(map(str, args))}\n".encode())
         out.flush()
-        result = subprocess.run(
-            [str(a) for a in args],
-            cwd=cwd,
-            env=full_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
-    if result.returncode != 0:
+        if on_line is None:
+            returncode = subprocess.run(
+                [str(a) for a in args],
+                cwd=cwd,
+                env=full_env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            ).returncode
+        else:
+            returncode = _run_streaming(args, cwd=cwd, env=full_env, out=out, on_line=on_line)
+    if returncode != 0:
         raise CommandFailedError(
-            f"{args[0]} exited {result.returncode}; last lines of {log}:\n{tail(log)}"
+            f"{args[0]} exited {returncode}; last lines of {log}:\n{tail(log)}"
         )
+
+
+def _run_streaming(
+    args: Sequence[str | Path],
+    *,
+    cwd: Path | None,
+    env: Mapping[str, str],
+    out: BinaryIO,
+    on_line: Callable[[str], None],
+) -> int:
+    """Run through a pipe, copying each line to `out` and to `on_line`; return the exit code."""
+    with subprocess.Popen(
+        [str(a) for a in args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    ) as process:
+        assert process.stdout is not None  # stdout=PIPE
+        for raw in process.stdout:
+            out.write(raw)
+            out.flush()  # the log stays current for anyone tailing it during a long build
+            on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        return process.wait()

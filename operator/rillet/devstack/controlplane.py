@@ -1,9 +1,11 @@
 """The Kubernetes control plane of the local stack: etcd, kube-apiserver, kube-controller-manager.
 
-There is no scheduler and no kubelet: pods are created as objects and stay Pending, which is
-enough to check everything the operator and Spark ask Kubernetes for. RBAC is on; the admin
-credential is a static token in `system:masters`, and ServiceAccount tokens are minted through
-the TokenRequest API so tests can run code with exactly the rights a Role grants.
+With a worker node (`rillet.devstack.node`), the apiserver serves on the node address pods can
+route to, authorizes kubelets (Node authorizer, NodeRestriction) and reaches them with a client
+certificate; every default controller runs. Without one, pods are created as objects and stay
+Pending, which is enough to check what the operator and Spark ask Kubernetes for. RBAC is on;
+the admin credential is a static token in `system:masters`, and ServiceAccount tokens are
+minted through the TokenRequest API so tests can run code with exactly the rights a Role grants.
 """
 
 from __future__ import annotations
@@ -35,6 +37,10 @@ CONTROLLERS = (
     "serviceaccount-token",
     "endpointslice",
 )
+# With a node, every default controller (PV binding, node lifecycle, kube-root-ca.crt in each
+# namespace for projected ServiceAccount volumes, ...) except node IPAM: the node's pod CIDR is
+# fixed in its CNI configuration.
+NODE_CONTROLLERS = ("*", "-nodeipam")
 ADMIN_USER = "rillet-admin"
 
 
@@ -65,8 +71,19 @@ class ControlPlaneLayout:
         return self.root / "logs"
 
 
-def build_kubeconfig(*, server: str, ca_pem: bytes, token: str, user: str) -> str:
-    """A kubeconfig (YAML) for one token-authenticated user of one cluster."""
+def build_kubeconfig(
+    *,
+    server: str,
+    ca_pem: bytes,
+    user: str,
+    token: str | None = None,
+    client_cert: Path | None = None,
+    client_key: Path | None = None,
+) -> str:
+    """A kubeconfig (YAML) for one user of one cluster, by token or by client certificate."""
+    credentials: dict[str, str] = {"token": token} if token else {}
+    if client_cert and client_key:
+        credentials = {"client-certificate": str(client_cert), "client-key": str(client_key)}
     config = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -79,7 +96,7 @@ def build_kubeconfig(*, server: str, ca_pem: bytes, token: str, user: str) -> st
                 },
             }
         ],
-        "users": [{"name": user, "user": {"token": token}}],
+        "users": [{"name": user, "user": credentials}],
         "contexts": [
             {
                 "name": "rillet-devstack",
@@ -125,11 +142,36 @@ def start_etcd(binary: Path, layout: ControlPlaneLayout) -> tuple[ProcessRecord,
     return record, client
 
 
+def _node_flags(certs: pki_module.ControlPlanePki, address: str) -> list[str]:
+    """What the apiserver needs beside a kubelet: authorize nodes, and a client cert to reach them
+    (logs, exec) on their InternalIP."""
+    kubelet_client = pki_module.issue(
+        certs,
+        name="apiserver-kubelet-client",
+        common_name="kube-apiserver-kubelet-client",
+        organizations=("system:masters",),
+    )
+    return [
+        f"--advertise-address={address}",
+        "--authorization-mode=Node,RBAC",
+        "--enable-admission-plugins=NodeRestriction",
+        f"--kubelet-client-certificate={kubelet_client.cert}",
+        f"--kubelet-client-key={kubelet_client.key}",
+        "--kubelet-preferred-address-types=InternalIP",
+    ]
+
+
 def start_apiserver(
-    binary: Path, layout: ControlPlaneLayout, *, etcd_port: int
+    binary: Path,
+    layout: ControlPlaneLayout,
+    *,
+    etcd_port: int,
+    address: str = "127.0.0.1",
+    with_node: bool = False,
 ) -> tuple[ProcessRecord, int, str]:
-    """Start kube-apiserver with RBAC and a static admin token; return (record, port, token)."""
-    certs = pki_module.ensure(layout.pki)
+    """Start kube-apiserver with RBAC and a static admin token on `address`; return (record, port,
+    token). `with_node` adds what a kubelet needs."""
+    certs = pki_module.ensure(layout.pki, extra_ips=(address,))
     token = secrets.token_urlsafe(32)
     _write_private(layout.token_file, f'{token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
     port = processes.free_port()
@@ -138,25 +180,25 @@ def start_apiserver(
         [
             binary,
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1",
+            f"--bind-address={address}",
             f"--secure-port={port}",
             f"--cert-dir={layout.pki}",
             f"--tls-cert-file={certs.serving_cert}",
             f"--tls-private-key-file={certs.serving_key}",
             f"--client-ca-file={certs.ca_cert}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
-            f"--service-account-issuer=https://127.0.0.1:{port}",
+            f"--service-account-issuer=https://{address}:{port}",
             f"--service-account-key-file={certs.service_account_public_key}",
             f"--service-account-signing-key-file={certs.service_account_key}",
-            "--authorization-mode=RBAC",
             f"--token-auth-file={layout.token_file}",
             "--allow-privileged=true",
             "--enable-priority-and-fairness=false",
             "--v=1",
+            *(_node_flags(certs, address) if with_node else ["--authorization-mode=RBAC"]),
         ],
         log=layout.logs / "kube-apiserver.log",
     )
-    server = f"https://127.0.0.1:{port}"
+    server = f"https://{address}:{port}"
     _write_private(
         layout.kubeconfig,
         build_kubeconfig(
@@ -177,8 +219,11 @@ def start_apiserver(
     return record, port, token
 
 
-def start_controller_manager(binary: Path, layout: ControlPlaneLayout) -> ProcessRecord:
+def start_controller_manager(
+    binary: Path, layout: ControlPlaneLayout, *, with_node: bool = False
+) -> ProcessRecord:
     """Start kube-controller-manager with the controllers the stack needs."""
+    controllers = NODE_CONTROLLERS if with_node else CONTROLLERS
     certs = pki_module.ControlPlanePki(layout.pki)
     record = processes.start(
         "kube-controller-manager",
@@ -189,7 +234,7 @@ def start_controller_manager(binary: Path, layout: ControlPlaneLayout) -> Proces
             f"--root-ca-file={certs.ca_cert}",
             "--leader-elect=false",
             "--secure-port=0",
-            f"--controllers={','.join(CONTROLLERS)}",
+            f"--controllers={','.join(controllers)}",
             "--use-service-account-credentials=false",
             "--v=1",
         ],

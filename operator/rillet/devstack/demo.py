@@ -1,6 +1,8 @@
 """The demo on the local stack: the operator, the word-count example, Spark, a Table read back.
 
-1. installs the CRDs and starts the operator for the namespace `rillet-demo`;
+1. installs the operator with `helm install charts/rillet` (the image built from
+   images/operator/Dockerfile, running as a pod on the stack's node), watching `rillet-demo`;
+   on a stack without a node (`--no-node`), installs the CRDs and runs it as a local process;
 2. applies examples/wordcount.yaml (a Topic, a Table, an App) and waits until the operator has
    made the topics in Kafka (the Table takes its partitions from the App's input);
 3. produces sentences, runs the App on local Spark (`rillet run --available-now`);
@@ -23,12 +25,14 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
+from rillet.devstack import provisioning, tools
 from rillet.devstack.operating import OperatorProcess
 from rillet.devstack.stack import StackState
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "examples" / "wordcount.yaml"
 NAMESPACE = "rillet-demo"
+OPERATOR_NAMESPACE = "rillet-system"
 DEMO_TOPICS = ("sentences", "word-counts")
 WORDS = ("kafka", "spark", "kubernetes", "stream", "table", "topic", "operator", "state")
 
@@ -36,13 +40,9 @@ Say = Callable[[str], None]
 
 
 def _kubectl(state: StackState, *args: str) -> str:
-    return subprocess.run(
-        ["kubectl", f"--kubeconfig={state.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=180,
-    ).stdout
+    result = tools.run_kubectl(state.kubeconfig, args, timeout=180)
+    result.check_returncode()
+    return result.stdout
 
 
 def _ready(state: StackState, kind: str, name: str) -> bool:
@@ -96,21 +96,69 @@ def _drop_topics_of_earlier_runs(state: StackState) -> None:
     _wait(lambda: not set(DEMO_TOPICS) & set(admin.list_topics(timeout=10).topics), timeout=60)
 
 
+def _helm(state: StackState, *args: str) -> str:
+    return subprocess.run(
+        [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={state.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+
+
+def _install_operator(state: StackState, say: Say) -> None:
+    """`helm install` the chart with the operator image the stack built from its Dockerfile."""
+    assert state.node is not None
+    repository, tag = state.node.images["operator"].rsplit(":", 1)
+    _helm(
+        state,
+        "upgrade",
+        "--install",
+        "rillet",
+        str(REPO / "charts" / "rillet"),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        "--create-namespace",
+        "--set",
+        f"image.repository={repository}",
+        "--set",
+        f"image.tag={tag}",
+        "--set",
+        "image.pullPolicy=Never",
+        "--set",
+        f"kafka.bootstrapServers={state.kafka_bootstrap}",
+        "--set",
+        f"watchNamespaces={{{NAMESPACE}}}",
+        "--set",
+        "operator.resyncSeconds=10",
+        "--wait",
+        "--timeout=240s",
+    )
+    say(
+        f"helm install charts/rillet: operator image {state.node.images['operator']} running:\n"
+        + _kubectl(state, "get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "wide")
+    )
+
+
 def run(state: StackState, say: Say) -> None:
     """Run the whole demo, saying what happens; raise if any step fails."""
-    _kubectl(state, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     _kubectl(state, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s")
     _drop_topics_of_earlier_runs(state)
     _kubectl(state, "create", "namespace", NAMESPACE)
     workdir = Path(tempfile.mkdtemp(prefix="rillet-demo-"))
-    operator = OperatorProcess(
-        kubeconfig=state.kubeconfig,
-        bootstrap=state.kafka_bootstrap,
-        namespace_pattern=NAMESPACE,
-        log=workdir / "operator.log",
-        resync_seconds=10,
-    )
-    operator.start()
+    operator = None
+    if state.node is not None:
+        _install_operator(state, say)
+    else:
+        _kubectl(state, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+        operator = OperatorProcess(
+            kubeconfig=state.kubeconfig,
+            bootstrap=state.kafka_bootstrap,
+            namespace_pattern=NAMESPACE,
+            log=workdir / "operator.log",
+            resync_seconds=10,
+        )
+        operator.start()
     try:
         _kubectl(state, "apply", "--server-side", "-n", NAMESPACE, "-f", str(EXAMPLE))
         _wait(
@@ -147,5 +195,6 @@ def run(state: StackState, say: Say) -> None:
                 f"(expected {truth[word]})"
             )
     finally:
-        operator.stop()
+        if operator is not None:
+            operator.stop()
     say(f"done. Explore: kubectl --kubeconfig {state.kubeconfig} get rillet -n {NAMESPACE}")

@@ -45,17 +45,23 @@ class NodePorts:
 
 
 def build_server_properties(
-    *, node_id: int, ports: NodePorts, quorum: dict[int, NodePorts], log_dir: Path
+    *,
+    node_id: int,
+    ports: NodePorts,
+    quorum: dict[int, NodePorts],
+    log_dir: Path,
+    host: str = "127.0.0.1",
 ) -> str:
-    """server.properties of one combined-mode node of a static quorum."""
+    """server.properties of one combined-mode node of a static quorum; clients (and other
+    brokers) reach it on `host`, the controllers talk on loopback."""
     replication = min(3, len(quorum))
     voters = ",".join(f"{i}@127.0.0.1:{p.controller}" for i, p in sorted(quorum.items()))
     settings = {
         "process.roles": "broker,controller",
         "node.id": node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://127.0.0.1:{ports.broker},CONTROLLER://127.0.0.1:{ports.controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{ports.broker}",
+        "listeners": f"PLAINTEXT://{host}:{ports.broker},CONTROLLER://127.0.0.1:{ports.controller}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{ports.broker}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -86,6 +92,8 @@ class KafkaCluster:
     root: Path
     brokers: int = 1
     heap: str = "512m"
+    # The address clients use: the node address when pods must reach Kafka.
+    host: str = "127.0.0.1"
     extra_properties: dict[str, str] = field(default_factory=dict)
     records: list[ProcessRecord] = field(default_factory=list, init=False)
 
@@ -142,7 +150,11 @@ class KafkaCluster:
         cluster_id = self._random_cluster_id()
         for node, ports in quorum.items():
             properties = build_server_properties(
-                node_id=node, ports=ports, quorum=quorum, log_dir=self.root / f"data-{node}"
+                node_id=node,
+                ports=ports,
+                quorum=quorum,
+                log_dir=self.root / f"data-{node}",
+                host=self.host,
             )
             properties += "".join(f"{k}={v}\n" for k, v in self.extra_properties.items())
             self._config(node).write_text(properties)

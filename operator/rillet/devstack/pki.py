@@ -1,5 +1,6 @@
 """Certificates and keys for the local control plane: a CA, the apiserver's serving certificate and
-the service-account signing key pair. Made once per state directory with `cryptography`."""
+the service-account signing key pair, plus the node's certificates (kubelet client and serving,
+the apiserver's kubelet client). Made once per state directory with `cryptography`."""
 
 from __future__ import annotations
 
@@ -60,8 +61,11 @@ def _write_private(path: Path, data: bytes) -> None:
     path.chmod(0o600)
 
 
-def ensure(directory: Path) -> ControlPlanePki:
-    """Create the PKI in `directory` unless it is already there; return its paths."""
+def ensure(directory: Path, *, extra_ips: tuple[str, ...] = ()) -> ControlPlanePki:
+    """Create the PKI in `directory` unless it is already there; return its paths.
+
+    `extra_ips` are further addresses the apiserver serves on (the node address pods reach).
+    """
     pki = ControlPlanePki(directory)
     if pki.service_account_public_key.exists():
         return pki
@@ -87,7 +91,9 @@ def ensure(directory: Path) -> ControlPlanePki:
         x509.DNSName(name)
         for name in ("localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc")
     ]
-    names += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", "10.0.0.1")]
+    names += [
+        x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", "10.0.0.1", *extra_ips)
+    ]
     serving_cert = (
         x509.CertificateBuilder()
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
@@ -113,3 +119,52 @@ def ensure(directory: Path) -> ControlPlanePki:
         )
     )
     return pki
+
+
+@dataclass(frozen=True)
+class IssuedCertificate:
+    """A certificate and its key, as PEM files."""
+
+    cert: Path
+    key: Path
+
+
+def issue(
+    pki: ControlPlanePki,
+    *,
+    name: str,
+    common_name: str,
+    organizations: tuple[str, ...] = (),
+    ips: tuple[str, ...] = (),
+    dns_names: tuple[str, ...] = (),
+) -> IssuedCertificate:
+    """A certificate signed by the stack's CA: a client identity (CN = user, O = groups) and,
+    with `ips`/`dns_names`, a serving certificate for those names. Written as <name>.crt/.key."""
+    issued = IssuedCertificate(pki.directory / f"{name}.crt", pki.directory / f"{name}.key")
+    if issued.key.exists():
+        return issued
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise TypeError(f"{pki.ca_key} is not the EC key this module writes")
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+    subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    now = datetime.now(UTC) - timedelta(minutes=5)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name(subject))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + VALIDITY)
+    )
+    alternative: list[x509.GeneralName] = [x509.DNSName(n) for n in dns_names]
+    alternative += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+    if alternative:
+        builder = builder.add_extension(x509.SubjectAlternativeName(alternative), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    issued.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    _write_private(issued.key, _pem_key(key))
+    return issued

@@ -4,28 +4,23 @@ Spark reads it back through the Kafka connector."""
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Callable
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import versions
+from rillet.devstack import tools, versions
 from rillet.devstack.stack import StackState
 
 Check = Callable[[StackState], str]
 
 
 def check_kubernetes(state: StackState) -> str:
-    """kubectl reaches the apiserver, which reports the pinned version."""
-    out = subprocess.run(
-        ["kubectl", f"--kubeconfig={state.kubeconfig}", "get", "--raw", "/version"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    ).stdout
+    """The stack's kubectl reaches the apiserver, which reports the pinned version."""
+    result = tools.run_kubectl(state.kubeconfig, ["get", "--raw", "/version"], timeout=30)
+    result.check_returncode()
+    out = result.stdout
     version = json.loads(out)["gitVersion"]
     if version != f"v{versions.KUBERNETES}":
         raise RuntimeError(f"apiserver reports {version}, expected v{versions.KUBERNETES}")

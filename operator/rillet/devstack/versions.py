@@ -24,3 +24,14 @@ SPARK_COMMONS_POOL2 = "2.13.1"
 # (Kafka delegation-token and SASL-redaction helpers) are unchanged in substance since 4.0, and
 # the integration tests run the connector end to end with it.
 SPARK_TOKEN_PROVIDER = "4.0.0"
+
+# The worker node: cluster DNS and the dynamic PVC provisioner kind ships, both from Go modules.
+COREDNS = "1.12.4"
+LOCAL_PATH_PROVISIONER = "0.0.30"
+
+# The base image both Dockerfiles name (images/*/Dockerfile `ARG BASE_IMAGE`): the stack builds it
+# from Debian packages (debootstrap) under this very name, so the Dockerfiles are built as written.
+DEBIAN_RELEASE = "bookworm"
+BASE_IMAGE = "docker.io/library/debian:12.12-slim"
+# The pause (sandbox) image of the node's containerd, built from a tiny static C program.
+PAUSE_IMAGE = "localhost/rillet/pause:3.10"

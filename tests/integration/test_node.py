@@ -1,0 +1,297 @@
+"""The stack's worker node runs what users run: Rillet's own images, as pods.
+
+Test plan:
+- the node is Ready, and a pod of the runtime image reads a topic of the stack's broker through
+  Spark's Kafka connector over the pod network: `kubectl logs` shows the records;
+- `helm install` of the chart with the locally built operator image gives an Available
+  Deployment, and that pod (with the chart's ServiceAccount, nothing else watching the
+  namespace) reconciles a Topic to Ready in Kafka;
+- both pods are admitted and run in namespaces that enforce the `restricted` Pod Security level;
+- a PVC of the default StorageClass binds, and data written by one pod is read back by the next;
+- cluster DNS resolves Service names from pods.
+(That `rillet dev down` leaves nothing behind is checked when the session's stack goes down:
+see the `stack` fixture.)
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.devstack import node as devnode
+from rillet.devstack import provisioning
+from rillet.devstack import stack as devstack
+
+from .conftest import REPO, Kube
+from .objects import apply, get, topic, wait_condition
+from .polling import wait_for
+
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
+# The restricted profile, spelled out as a user's pod would have to.
+RESTRICTED_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "fsGroup": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+@pytest.fixture(scope="module")
+def node_stack(stack: devstack.StackState) -> devstack.StackState:
+    if stack.node is None:
+        pytest.fail(
+            "the stack runs without a node (`rillet dev up --no-node`); these tests need it"
+        )
+    return stack
+
+
+@pytest.fixture
+def restricted_namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace that enforces Pod Security `restricted`."""
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", name)
+    labels = [f"{key}={value}" for key, value in RESTRICTED.items()]
+    kube.kubectl("label", "namespace", name, *labels)
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+def _pod(name: str, image: str, command: list[str], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": RESTRICTED_POD_SECURITY,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": command,
+                    "securityContext": RESTRICTED_CONTAINER_SECURITY,
+                    **spec.pop("container", {}),
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+def _create(kube: Kube, namespace: str, *manifests: dict[str, Any]) -> None:
+    for manifest in manifests:
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+
+
+def _phase(kube: Kube, namespace: str, pod: str) -> str:
+    return str(get(kube, "pod", pod, namespace).get("status", {}).get("phase", ""))
+
+
+def _wait_succeeded(kube: Kube, namespace: str, pod: str, *, timeout: float) -> str:
+    """Wait until the pod ends; fail with its logs unless it succeeded; return its logs."""
+    phase = wait_for(
+        lambda: p if (p := _phase(kube, namespace, pod)) in ("Succeeded", "Failed") else None,
+        timeout=timeout,
+        interval=1,
+        what=f"pod {namespace}/{pod} to finish",
+    )
+    logs = kube.kubectl("logs", "-n", namespace, pod).stdout
+    assert phase == "Succeeded", f"pod {pod} {phase}:\n{logs[-3000:]}"
+    return logs
+
+
+def test_the_node_is_ready(kube: Kube, node_stack: devstack.StackState) -> None:
+    found = json.loads(kube.kubectl("get", "node", devnode.NODE_NAME, "-o", "json").stdout)
+    ready = {c["type"]: c["status"] for c in found["status"]["conditions"]}["Ready"]
+    assert ready == "True"
+    addresses = {a["type"]: a["address"] for a in found["status"]["addresses"]}
+    assert addresses["InternalIP"] == devnode.NODE_ADDRESS
+
+
+READ_TOPIC = """
+import os, sys
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.master("local[1]")
+         .config("spark.jars", os.environ["RILLET_SPARK_JARS"].replace(":", ","))
+         .config("spark.ui.enabled", "false").getOrCreate())
+rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", sys.argv[1])
+        .option("subscribe", sys.argv[2]).load()
+        .selectExpr("CAST(value AS STRING) AS value").collect())
+for row in sorted(r.value for r in rows):
+    print("record:", row)
+"""
+
+
+def test_a_runtime_pod_reads_kafka_through_sparks_connector(
+    kube: Kube,
+    node_stack: devstack.StackState,
+    restricted_namespace: str,
+    kafka_admin: AdminClient,
+) -> None:
+    name = f"node.{uuid.uuid4().hex[:10]}"
+    kafka_admin.create_topics([NewTopic(name, num_partitions=2, replication_factor=1)])[
+        name
+    ].result(timeout=30)
+    try:
+        producer = Producer({"bootstrap.servers": node_stack.kafka_bootstrap})
+        sent = [f"hello-{i}" for i in range(20)]
+        for value in sent:
+            producer.produce(name, value=value.encode())
+        assert producer.flush(30) == 0
+        image = node_stack.node.images["runtime"]  # type: ignore[union-attr]
+        pod = _pod(
+            "reader",
+            image,
+            ["python3", "-c", READ_TOPIC, node_stack.kafka_bootstrap, name],
+            container={
+                "resources": {"requests": {"cpu": "100m", "memory": "700Mi"}},
+                "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+            },
+            volumes=[{"name": "tmp", "emptyDir": {}}],
+        )
+        _create(kube, restricted_namespace, pod)
+        logs = _wait_succeeded(kube, restricted_namespace, "reader", timeout=300)
+        read = sorted(
+            line.removeprefix("record: ")
+            for line in logs.splitlines()
+            if line.startswith("record: ")
+        )
+        assert read == sorted(sent)
+    finally:
+        kafka_admin.delete_topics([name])
+
+
+def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={kube.kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+
+
+def test_the_chart_runs_the_operator_image_which_reconciles_topics(
+    kube: Kube,
+    node_stack: devstack.StackState,
+    crds: None,
+    restricted_namespace: str,
+    kafka_admin: AdminClient,
+) -> None:
+    repository, tag = node_stack.node.images["operator"].rsplit(":", 1)  # type: ignore[union-attr]
+    watched = f"w-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", watched)
+    helm(
+        kube,
+        "install",
+        "rillet",
+        str(REPO / "charts" / "rillet"),
+        "--namespace",
+        restricted_namespace,
+        "--set",
+        f"image.repository={repository}",
+        "--set",
+        f"image.tag={tag}",
+        "--set",
+        "image.pullPolicy=Never",
+        "--set",
+        f"kafka.bootstrapServers={node_stack.kafka_bootstrap}",
+        "--set",
+        f"watchNamespaces={{{watched}}}",
+        "--wait",
+        "--timeout=240s",
+    )
+    try:
+        deployment = get(kube, "deployment", "rillet-operator", restricted_namespace)
+        available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
+        assert available["Available"] == "True"
+        pods = json.loads(
+            kube.kubectl("get", "pods", "-n", restricted_namespace, "-o", "json").stdout
+        )["items"]
+        assert [p["status"]["phase"] for p in pods] == ["Running"]
+        assert pods[0]["spec"]["serviceAccountName"] == "rillet-operator"
+
+        operator_pod = pods[0]["metadata"]["name"]
+        before = kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout
+        assert f"namespaces {watched}" in before  # it watches exactly this namespace
+        assert "reconcile_topic" not in before
+        name = f"pod-made-{uuid.uuid4().hex[:8]}"
+        apply(kube, topic(name, watched, partitions=3, deletionPolicy="Delete"))
+        wait_condition(kube, "topic", name, watched, timeout=120)
+        described = kafka_admin.list_topics(name, timeout=10).topics[name]
+        assert described.error is None
+        assert len(described.partitions) == 3
+        # Nothing but the pod watches this namespace: it reconciled the Topic, and says so.
+        after = kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout
+        assert "Handler 'reconcile_topic' succeeded" in after
+        kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s")
+        wait_for(
+            lambda: name not in kafka_admin.list_topics(timeout=10).topics,
+            timeout=60,
+            what=f"the pod to delete Kafka topic {name}",
+        )
+    finally:
+        helm(kube, "uninstall", "rillet", "--namespace", restricted_namespace, "--wait")
+        kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
+
+
+def test_a_pvc_binds_and_keeps_data_across_pods(
+    kube: Kube, node_stack: devstack.StackState, restricted_namespace: str
+) -> None:
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}},
+    }
+    image = node_stack.node.images["runtime"]  # type: ignore[union-attr]
+    volume = {"volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}]}
+    mount = {"volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+    token = uuid.uuid4().hex
+    writer = _pod(
+        "writer", image, ["sh", "-c", f"echo {token} > /data/token"], container=mount, **volume
+    )
+    _create(kube, restricted_namespace, claim, writer)
+    _wait_succeeded(kube, restricted_namespace, "writer", timeout=120)
+    bound = get(kube, "pvc", "data", restricted_namespace)
+    assert bound["status"]["phase"] == "Bound"
+    assert bound["spec"]["storageClassName"] == devnode.STORAGE_CLASS
+    kube.kubectl("delete", "pod", "writer", "-n", restricted_namespace)
+    reader = _pod("reader", image, ["cat", "/data/token"], container=mount, **volume)
+    _create(kube, restricted_namespace, reader)
+    assert _wait_succeeded(kube, restricted_namespace, "reader", timeout=120).strip() == token
+
+
+def test_pods_resolve_service_names(
+    kube: Kube, node_stack: devstack.StackState, restricted_namespace: str
+) -> None:
+    image = node_stack.node.images["runtime"]  # type: ignore[union-attr]
+    lookup = _pod(
+        "lookup",
+        image,
+        [
+            "python3",
+            "-c",
+            "import socket; print(socket.gethostbyname('kubernetes.default.svc.cluster.local'))",
+        ],
+    )
+    _create(kube, restricted_namespace, lookup)
+    service_ip = json.loads(
+        kube.kubectl("get", "service", "kubernetes", "-n", "default", "-o", "json").stdout
+    )["spec"]["clusterIP"]
+    assert _wait_succeeded(kube, restricted_namespace, "lookup", timeout=120).strip() == service_ip

@@ -1,0 +1,120 @@
+"""The worker node's configuration and teardown parsing, without starting anything.
+
+Test plan:
+- kubelet, kube-proxy, containerd and CNI settings carry the fixes NODE.md records (cgroupfs on
+  cgroup v1, no image GC, no negative oom_score_adj, no masquerading, no sysctl changes);
+- the default StorageClass is local-path's and the only default;
+- teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
+  under the node's directories (deepest first, escaped paths decoded).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rillet.devstack import hostcleanup, node, pki
+
+LAYOUT = node.NodeLayout(Path("/state/node"))
+
+
+def test_kubelet_fits_this_machine() -> None:
+    config = node.build_kubelet_config(
+        LAYOUT,
+        ca_cert=Path("/pki/ca.crt"),
+        serving=pki.IssuedCertificate(Path("/pki/k.crt"), Path("/pki/k.key")),
+    )
+    assert config["cgroupDriver"] == "cgroupfs"
+    assert config["failCgroupV1"] is False
+    # Imported images cannot be pulled again: kubelet must never collect them.
+    assert config["imageGCHighThresholdPercent"] == 100
+    assert config["clusterDNS"] == [node.NODE_ADDRESS]
+    assert config["address"] == node.NODE_ADDRESS
+    assert config["authentication"]["anonymous"]["enabled"] is False
+    assert config["containerRuntimeEndpoint"] == "unix:///state/node/containerd/containerd.sock"
+
+
+def test_containerd_never_asks_for_a_negative_oom_score() -> None:
+    text = node.build_containerd_config(LAYOUT, sandbox_image="localhost/pause:1")
+    assert "restrict_oom_score_adj = true" in text
+    assert 'sandbox_image = "localhost/pause:1"' in text
+    assert 'conf_dir = "/state/node/cni/net.d"' in text
+
+
+def test_pod_network_does_not_masquerade_or_chain_loopback() -> None:
+    config = node.build_cni_config(LAYOUT)
+    kinds = [plugin["type"] for plugin in config["plugins"]]
+    assert kinds == ["bridge", "portmap"]
+    bridge = config["plugins"][0]
+    assert bridge["ipMasq"] is False
+    assert bridge["ipam"]["ranges"] == [[{"subnet": node.POD_CIDR}]]
+
+
+def test_kube_proxy_changes_no_sysctl() -> None:
+    config = node.build_kube_proxy_config(Path("/kubeconfig"))
+    assert config["conntrack"]["maxPerCore"] == 0
+    assert config["conntrack"]["min"] == 0
+    assert config["iptables"]["localhostNodePorts"] is False
+
+
+def test_local_path_is_the_one_default_storage_class() -> None:
+    objects = node.build_local_path_objects(helper_image="img:1", volumes=Path("/v"))
+    classes = [o for o in objects if o["kind"] == "StorageClass"]
+    assert len(classes) == 1
+    assert classes[0]["provisioner"] == node.LOCAL_PATH_PROVISIONER_NAME
+    assert classes[0]["metadata"]["annotations"] == {
+        "storageclass.kubernetes.io/is-default-class": "true"
+    }
+    config_map = next(o for o in objects if o["kind"] == "ConfigMap")
+    assert '"/v"' in config_map["data"]["config.json"]
+    assert "img:1" in config_map["data"]["helperPod.yaml"]
+
+
+IPTABLES_S = """\
+-P INPUT ACCEPT
+-P FORWARD ACCEPT
+-N KUBE-FIREWALL
+-N KUBE-SERVICES
+-N DOCKER-USER
+-A INPUT -j KUBE-FIREWALL
+-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
+-A FORWARD -j DOCKER-USER
+-A KUBE-FIREWALL -d 127.0.0.0/8 -j DROP
+"""
+
+
+def test_teardown_removes_only_the_nodes_chains() -> None:
+    assert hostcleanup.chains_to_remove(IPTABLES_S) == ["KUBE-FIREWALL", "KUBE-SERVICES"]
+    assert hostcleanup.jumps_to_remove(IPTABLES_S) == [
+        ["-D", "INPUT", "-j", "KUBE-FIREWALL"],
+        [
+            "-D",
+            "FORWARD",
+            "-m",
+            "comment",
+            "--comment",
+            "kubernetes forwarding rules",
+            "-j",
+            "KUBE-FORWARD",
+        ],
+    ]
+
+
+MOUNTS = """\
+overlay / overlay rw 0 0
+tmpfs /state/node/kubelet/pods/a/volumes/kube-api-access tmpfs rw 0 0
+shm /run/containerd/io.containerd.grpc.v1.cri/sandboxes/x/shm tmpfs rw 0 0
+tmpfs /state/node/kubelet tmpfs rw 0 0
+tmpfs /state/nodeling tmpfs rw 0 0
+tmpfs /state/node/with\\040space tmpfs rw 0 0
+"""
+
+
+def test_teardown_unmounts_deepest_first_under_the_node_only() -> None:
+    found = hostcleanup.mounts_under(MOUNTS, [Path("/state/node"), Path("/run/containerd")])
+    assert found[0] == "/state/node/kubelet/pods/a/volumes/kube-api-access"
+    assert set(found) == {
+        "/state/node/kubelet/pods/a/volumes/kube-api-access",
+        "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/x/shm",
+        "/state/node/kubelet",
+        "/state/node/with space",
+    }
