@@ -90,6 +90,7 @@ def dev_up(
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet.devstack import stack
     from rillet.devstack.commands import CommandFailedError
+    from rillet.devstack.packages import PackagesUnavailableError
     from rillet.devstack.processes import ComponentFailedError
     from rillet.devstack.toolchain import MissingToolError
 
@@ -97,7 +98,7 @@ def dev_up(
     reused = stack.running()
     try:
         state = stack.up(brokers=brokers, with_node=node, report=_timed_step)
-    except (MissingToolError, stack.NodeUnavailableError) as error:
+    except (MissingToolError, stack.NodeUnavailableError, PackagesUnavailableError) as error:
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:
         raise _fail(str(error)) from None

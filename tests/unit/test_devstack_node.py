@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rillet.devstack import hostcleanup, node, pki
+from rillet.devstack import hostcleanup, node, packages, pki
 
 LAYOUT = node.NodeLayout(Path("/state/node"))
 
@@ -118,3 +118,9 @@ def test_teardown_unmounts_deepest_first_under_the_node_only() -> None:
         "/state/node/kubelet",
         "/state/node/with space",
     }
+
+
+def test_only_packages_without_their_files_are_missing(tmp_path: Path) -> None:
+    (tmp_path / "present").touch()
+    wanted = {"here": str(tmp_path / "present"), "gone": str(tmp_path / "absent")}
+    assert packages.missing_packages(wanted) == ["gone"]

@@ -12,8 +12,9 @@ return once it serves. Teardown is `rillet.devstack.hostcleanup`'s.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -498,17 +499,10 @@ def start_local_path_provisioner(
 
 
 def can_run_node() -> str | None:
-    """Why this machine cannot run the node, or None when it can."""
-    import os
-    import sys
-
+    """Why this machine cannot run the node, or None when it can (its Debian packages are
+    installed by `rillet.devstack.packages` when missing)."""
     if not sys.platform.startswith("linux"):
         return "a worker node needs Linux"
     if os.geteuid() != 0:
         return "a worker node needs root (containerd, kubelet and CNI change the network)"
-    missing = [
-        tool for tool in ("containerd", "runc", "ctr", "ip", "iptables") if not shutil.which(tool)
-    ]
-    if missing:
-        return f"missing {', '.join(missing)}"
     return None
