@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration stack down crds clean
+.PHONY: setup demo test lint unit integration test-repeat stack down crds clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,14 @@ unit: setup
 	$(BIN)/pytest -m unit
 
 integration: setup
+	$(BIN)/pytest -m integration
+
+# The flakiness gate, run before any change to tests/ or the stack is submitted: the integration
+# suite twice on one stack (started once, or the running one), each run in a new random order
+# (pytest-randomly prints the seed; `--randomly-seed=N` replays an order). Each run fails on
+# anything its tests left behind (the session check in tests/integration/conftest.py).
+test-repeat: stack
+	$(BIN)/pytest -m integration
 	$(BIN)/pytest -m integration
 
 test: lint

@@ -1,7 +1,9 @@
 """Operator settings, from environment variables prefixed RILLET_ (pydantic-settings).
 
-Kafka credentials are read from a Kubernetes Secret mounted as environment (the Helm chart wires
-it) and held as SecretStr: they never appear in logs, status, Events or ConfigMaps.
+`AppSettings` (RILLET_APP_*) shape the Kubernetes objects of every App and how often the
+operator scales them. Kafka credentials are read from a Kubernetes Secret mounted as environment
+(the Helm chart wires it) and held as SecretStr: they never appear in logs, status, Events or
+ConfigMaps.
 """
 
 from __future__ import annotations
@@ -84,3 +86,35 @@ class OperatorSettings(BaseSettings):
         if isinstance(value, str):
             return [name.strip() for name in value.split(",") if name.strip()]
         return value
+
+
+class AppSettings(BaseSettings):
+    """How the operator runs Apps: their objects' environment and the scaling loop's pace."""
+
+    model_config = SettingsConfigDict(env_prefix="RILLET_APP_")
+
+    scale_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        description="How often every running App's lag, driver and executors are observed and "
+        "its executor count decided (the driver reads it as often).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of driver and executor pods."
+    )
+    storage_class: str | None = Field(
+        default=None,
+        description="StorageClass of the driver's checkpoint volume; unset: the cluster default.",
+    )
+    checkpoint_size: str = Field(
+        default="1Gi", description="Size of the driver's checkpoint volume (a new App's)."
+    )
+    kafka_bootstrap: str | None = Field(
+        default=None,
+        description="Kafka bootstrap servers as pods reach them; unset: RILLET_KAFKA_BOOTSTRAP.",
+    )
+    apiserver_url: str | None = Field(
+        default=None,
+        description="The apiserver as driver pods reach it (Spark's k8s:// master); unset: the "
+        "address the operator itself uses (in a cluster, the kubernetes Service).",
+    )

@@ -2,71 +2,193 @@
 
 A stack this session started is stopped at the end; one that was already running is left as it
 was, so a developer's `rillet dev up` survives a test run.
+
+Isolation (names in isolation.py): every namespace and Kafka topic a test makes starts with the
+session's prefix and an id of the test's own. The fixtures that make them also remove them: a
+test's Rillet objects first (while an operator still handles their finalizers; one left
+unreleased fails the test), then its namespaces and its Kafka topics. `session_leftovers` fails
+the session if anything is left at its end: a namespace or a Kafka topic of the session, any
+other namespace named as tests name them (t-<hex>...) or Kafka topic that appeared during the
+session and that the stack does not own (another session's, under its own prefix, excepted), a
+test's CRD, or a process a test started.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from rillet.devstack import hostcleanup, tools
 from rillet.devstack import stack as devstack
+from rillet.devstack.operating import OperatorProcess
+
+from . import isolation
+
+# Inherited by every process a test starts: one still running at the end is found by it.
+os.environ[isolation.SESSION_ENV] = isolation.SESSION
+
+RILLET_KINDS = "topics.rillet.io,tables.rillet.io,apps.rillet.io"
+REPO = Path(__file__).resolve().parents[2]
+
+
+MEASUREMENTS: list[str] = []
+
+
+@pytest.fixture
+def measurement(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """Reports a figure the test measured in the session's summary (shown on success too)."""
+
+    def report(text: str) -> None:
+        MEASUREMENTS.append(f"{request.node.nodeid}: {text}")
+
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if MEASUREMENTS:
+        terminalreporter.write_sep("-", "measurements and notes")
+        for line in MEASUREMENTS:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackState]:
+    """The stack; one this session started is stopped at the end, and must leave nothing
+    behind (no process, mount, bridge, iptables chain, changed sysctl or path of its node)."""
     existing = devstack.running()
     state = existing or devstack.up(brokers=1)
     yield state
     if existing is None:
         devstack.down()
+        left = devstack.leftovers(state)
+        assert not left, f"`rillet dev down` left behind: {left}"
 
 
 @dataclass(frozen=True)
 class Kube:
-    """The stack's Kubernetes API through the real kubectl."""
+    """The stack's Kubernetes API through the stack's kubectl (transient errors retried)."""
 
     kubeconfig: Path
 
     def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
     ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            ["kubectl", f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-        )
+        result = tools.run_kubectl(self.kubeconfig, args, input=input, timeout=timeout)
         if check and result.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
         return result
 
+    def names(self, kind: str) -> list[str]:
+        found = json.loads(self.kubectl("get", kind, "-o", "json").stdout)["items"]
+        return [item["metadata"]["name"] for item in found]
+
+
+def _until(probe: Callable[[], bool], *, timeout: float, interval: float = 1.0) -> bool:
+    """Poll `probe` until it is true or `timeout` s passed; whether it became true."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True
+
 
 @pytest.fixture(scope="session")
-def kube(stack: devstack.StackState) -> Kube:
+def session_leftovers(stack: devstack.StackState) -> Iterator[None]:
+    """Fails the session if a test left a namespace, Kafka topic, CRD or process behind.
+
+    Names under this session's prefix are its own. A name made by hand (outside any session's
+    prefix) is this session's too, unless another test session shared the stack meanwhile: then
+    it could be either's, and it is reported without failing."""
+    started = time.time()
+    isolation.register(started)
+    kube = Kube(stack.kubeconfig)
+    admin = AdminClient({"bootstrap.servers": stack.kafka_bootstrap})
+    topics_before = set(admin.list_topics(timeout=30).topics)
+    namespaces_before = set(kube.names("namespaces"))
+    yield
+    isolation.unregister()
+    left = _namespaces_left(kube, namespaces_before) + _topics_left(admin, topics_before)
+    ours = [item for item in left if isolation.PREFIX in item]
+    unsure = [item for item in left if isolation.PREFIX not in item]
+    others = isolation.overlapping(started)
+    if unsure and others:
+        MEASUREMENTS.append(
+            f"left on the stack, by this session or by {', '.join(others)} that ran meanwhile "
+            f"(not failing): {', '.join(unsure)}"
+        )
+        unsure = []
+    problems = ours + unsure
+    problems += [
+        f"CRD {name}"
+        for name in kube.names("customresourcedefinitions")
+        if name.split(".", 1)[1].startswith(isolation.PREFIX)
+    ]
+    problems += _processes_left(stack)
+    assert not problems, "the tests left behind:\n" + "\n".join(problems)
+
+
+def _namespaces_left(kube: Kube, before: set[str]) -> list[str]:
+    def ours() -> list[str]:
+        return [
+            name
+            for name in kube.names("namespaces")
+            if isolation.is_test_namespace(name) and name not in before
+        ]
+
+    # Deleting a namespace takes the controller-manager a few seconds (longer with pods).
+    _until(lambda: not ours(), timeout=180)
+    left = []
+    for name in ours():
+        found = json.loads(kube.kubectl("get", "namespace", name, "-o", "json").stdout)
+        left.append(f"namespace {name} ({found.get('status', {}).get('phase')})")
+    return left
+
+
+def _topics_left(admin: AdminClient, before: set[str]) -> list[str]:
+    def ours() -> set[str]:
+        return {
+            name
+            for name in admin.list_topics(timeout=30).topics
+            if name not in before
+            and not isolation.stack_owned_topic(name)
+            and not isolation.foreign(name)
+        }
+
+    # A topic being deleted (by an operator, after its object went) is given some time.
+    _until(lambda: not ours(), timeout=30)
+    return [f"Kafka topic {name}" for name in sorted(ours())]
+
+
+def _processes_left(stack: devstack.StackState) -> list[str]:
+    # A stack this session started carries the marker too: its processes are not the tests'.
+    found = isolation.session_processes(exclude_sessions={p.pid for p in stack.processes})
+    keep = {pid for pid in [isolation.spark_gateway_pid()] if pid is not None}
+    if stack.node is not None:
+        keep |= set(hostcleanup.processes_mentioning(str(stack.node.containerd_socket)))
+    left = isolation.without_descendants_of(found, keep)
+    isolation.kill(left)
+    return [f"process {p.pid} (parent {p.ppid}): {p.command[:200]}" for p in left]
+
+
+@pytest.fixture(scope="session")
+def kube(stack: devstack.StackState, session_leftovers: None) -> Kube:
     os.environ["KUBECONFIG"] = str(stack.kubeconfig)
     return Kube(kubeconfig=stack.kubeconfig)
 
 
-@pytest.fixture
-def namespace(kube: Kube) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (without waiting for it to go)."""
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    kube.kubectl("create", "namespace", name)
-    yield name
-    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
 @pytest.fixture(scope="session")
-def kafka_bootstrap(stack: devstack.StackState) -> str:
+def kafka_bootstrap(stack: devstack.StackState, session_leftovers: None) -> str:
     return stack.kafka_bootstrap
 
 
@@ -75,13 +197,108 @@ def kafka_admin(kafka_bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": kafka_bootstrap})
 
 
+@dataclass
+class Owned:
+    """The names one test makes on the shared stack: its Kafka prefix and its namespaces."""
+
+    prefix: str
+    namespaces: list[str] = field(default_factory=list)
+
+    def owns_topic(self, name: str) -> bool:
+        return name.startswith(self.prefix) or any(
+            name.startswith(f"{namespace}.") for namespace in self.namespaces
+        )
+
+
 @pytest.fixture
-def topic_name() -> str:
+def owned(kafka_admin: AdminClient) -> Iterator[Owned]:
+    """The test's names; afterwards its Kafka topics (a Retain topic, one made by hand, one
+    named <namespace>.<name>) are deleted, once its namespaces' objects are gone."""
+    names = Owned(prefix=f"{isolation.PREFIX}{isolation.new_id()}")
+    yield names
+    left = [t for t in kafka_admin.list_topics(timeout=30).topics if names.owns_topic(t)]
+    if left:
+        for future in kafka_admin.delete_topics(left, operation_timeout=30).values():
+            try:
+                future.result(timeout=60)
+            except KafkaException as error:  # already being deleted (by an operator): fine
+                if error.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+        gone = _until(
+            lambda: (
+                not any(names.owns_topic(t) for t in kafka_admin.list_topics(timeout=30).topics)
+            ),
+            timeout=60,
+            interval=0.5,
+        )
+        assert gone, f"Kafka topics of the test not deleted: {left}"
+
+
+@pytest.fixture
+def kafka_prefix(owned: Owned) -> str:
+    """The start of every Kafka topic name of the test (`<prefix>.<name>` or `<prefix>-...`)."""
+    return owned.prefix
+
+
+@pytest.fixture
+def topic_name(owned: Owned) -> str:
     """A Kafka topic name no other test uses."""
-    return f"t.{uuid.uuid4().hex[:12]}"
+    return f"{owned.prefix}.{isolation.new_id()}"
 
 
-REPO = Path(__file__).resolve().parents[2]
+def _delete_rillet_objects(kube: Kube, namespace: str) -> str | None:
+    """Delete the namespace's Topics, Tables and Apps, waiting for their finalizers; what went
+    wrong (finalizers nobody released, removed here so the namespace can go), or None."""
+    result = kube.kubectl(
+        "delete", RILLET_KINDS, "--all", "-n", namespace, "--timeout=60s", check=False
+    )
+    if result.returncode == 0 or "doesn't have a resource type" in result.stderr:
+        return None
+    stuck = kube.kubectl("get", RILLET_KINDS, "-n", namespace, "-o", "name", check=False)
+    for name in stuck.stdout.split():
+        kube.kubectl(
+            "patch",
+            name,
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            '{"metadata": {"finalizers": null}}',
+            check=False,
+        )
+    return f"{namespace}: {stuck.stdout.split()} not deleted within 60 s: {result.stderr.strip()}"
+
+
+@pytest.fixture
+def new_namespace(
+    request: pytest.FixtureRequest, kube: Kube, owned: Owned
+) -> Iterator[Callable[..., str]]:
+    """Makes fresh namespaces of the test; the session operator watches them if the test uses
+    it (or `operated=True`). Afterwards their Rillet objects are deleted (a finalizer left
+    unreleased fails the test) and then the namespaces, without waiting for them to go."""
+    made: list[str] = []
+
+    def make(*, operated: bool | None = None) -> str:
+        if operated is None:
+            operated = "operator" in request.fixturenames
+        name = f"{isolation.OPERATED if operated else isolation.PREFIX}{isolation.new_id()}"
+        kube.kubectl("create", "namespace", name)
+        made.append(name)
+        owned.namespaces.append(name)
+        return name
+
+    yield make
+    problems = [problem for name in made if (problem := _delete_rillet_objects(kube, name))]
+    for name in made:
+        kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    if problems:
+        pytest.fail("objects left with finalizers: " + "; ".join(problems))
+
+
+@pytest.fixture
+def namespace(new_namespace: Callable[..., str]) -> str:
+    """A fresh namespace for the test, removed afterwards."""
+    return new_namespace()
 
 
 @pytest.fixture(scope="session")
@@ -94,16 +311,46 @@ def crds(kube: Kube) -> None:
 @pytest.fixture(scope="session")
 def operator(
     stack: devstack.StackState, crds: None, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[object]:
-    """The operator, watching the namespaces of the `namespace` fixture (t-*), resync 3 s."""
-    from rillet.devstack.operating import OperatorProcess
-
+) -> Iterator[OperatorProcess]:
+    """The operator, watching only the namespaces of tests that use it (t-<session>-op-*),
+    resync 3 s."""
     process = OperatorProcess(
         kubeconfig=stack.kubeconfig,
         bootstrap=stack.kafka_bootstrap,
-        namespace_pattern="t-*",
+        namespace_pattern=f"{isolation.OPERATED}*",
         log=tmp_path_factory.mktemp("operator") / "operator.log",
     )
     process.start()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def lone_operator(
+    stack: devstack.StackState,
+    crds: None,
+    kube: Kube,
+    new_namespace: Callable[..., str],
+    tmp_path: Path,
+) -> Iterator[Callable[..., OperatorProcess]]:
+    """Makes operators of this test alone, each watching one fresh namespace (its
+    `namespace_pattern`), not yet started. Afterwards each namespace's Rillet objects are
+    deleted while its operator still runs (so it handles their finalizers), then it stops."""
+    made: list[OperatorProcess] = []
+
+    def make(**options: Any) -> OperatorProcess:
+        process = OperatorProcess(
+            kubeconfig=stack.kubeconfig,
+            bootstrap=stack.kafka_bootstrap,
+            namespace_pattern=new_namespace(operated=False),
+            log=tmp_path / f"operator-{len(made)}.log",
+            **options,
+        )
+        made.append(process)
+        return process
+
+    yield make
+    for process in made:
+        if process.process is not None and process.process.poll() is None:
+            _delete_rillet_objects(kube, process.namespace_pattern)
+        process.stop()

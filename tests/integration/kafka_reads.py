@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
 
@@ -18,3 +19,20 @@ def kafka_overrides(admin: AdminClient, name: str) -> dict[str, str]:
         for key, entry in entries.items()
         if entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     }
+
+
+def kafka_topic_id(admin: AdminClient, name: str) -> str | None:
+    """Kafka's id of the topic (as the AdminClient prints it), None if there is no such topic."""
+    future = admin.describe_topics(TopicCollection([name]), request_timeout=10)[name]
+    try:
+        return str(future.result(timeout=15).topic_id)
+    except KafkaException as error:
+        if error.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return None
+        raise
+
+
+def kafka_replication_factors(admin: AdminClient, name: str) -> set[int]:
+    """The number of replicas of each partition (from the cluster metadata), as a set."""
+    topic = admin.list_topics(timeout=10).topics[name]
+    return {len(partition.replicas) for partition in topic.partitions.values()}

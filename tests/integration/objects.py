@@ -51,11 +51,14 @@ def wait_condition(
     reason: str | None = None,
     timeout: float = 60,
 ) -> dict[str, Any]:
-    """Wait until the object's condition has this status (and reason); return the object."""
+    """Wait until the object's condition has this status (and reason); return the object.
+    A timeout names the condition last seen."""
+    seen: list[dict[str, Any]] = []
 
     def probe() -> dict[str, Any] | None:
         obj = get(kube, kind, name, namespace)
         found = condition(obj, condition_type)
+        seen[:] = [found]
         generation = obj["metadata"].get("generation")
         current = (obj.get("status") or {}).get("observedGeneration") == generation
         matches = found.get("status") == status and (
@@ -63,12 +66,15 @@ def wait_condition(
         )
         return obj if matches and current else None
 
-    return wait_for(
-        probe,
-        timeout=timeout,
-        what=f"{kind} {namespace}/{name} {condition_type}={status}"
-        + (f" ({reason})" if reason else ""),
-    )
+    try:
+        return wait_for(
+            probe,
+            timeout=timeout,
+            what=f"{kind} {namespace}/{name} {condition_type}={status}"
+            + (f" ({reason})" if reason else ""),
+        )
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}; {condition_type} condition last seen: {seen}") from None
 
 
 def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:

@@ -1,20 +1,26 @@
 """Helpers of the runtime's integration tests: manifests with private topics, Kafka I/O, drivers.
 
-Every test runs Apps against the real Kafka of the local stack with topics of its own: the
-example manifests are loaded as they are and only their Kafka topic names (spec.topicName) and
-partition counts are changed. Apps run either in this process (`run_app`, sharing one local
-SparkSession) or as a `python -m rillet.cli run` subprocess (`cli_run`).
+Every test runs Apps against the real Kafka of the local stack with topics of its own (under
+its `kafka_prefix`, deleted after it): the example manifests are loaded as they are and only
+their Kafka topic names (spec.topicName) and partition counts are changed. Apps run either in
+this process (`run_app`, sharing one local SparkSession: a memory sink or view a test names
+itself gets a unique name) or as a `python -m rillet.cli run` subprocess (`cli_run`, in a
+process group of its own that `killed_at_exit` ends as a whole).
+Every wait has a deadline.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +36,9 @@ REPO = Path(__file__).parents[2]
 EXAMPLES = REPO / "examples"
 
 
-def unique(name: str) -> str:
-    """A Kafka topic name no other test uses."""
-    return f"t.{uuid.uuid4().hex[:10]}.{name}"
+def unique(prefix: str, name: str) -> str:
+    """A Kafka topic name under the test's prefix."""
+    return f"{prefix}.{name}"
 
 
 def load_manifests(source: Path | str) -> list[dict[str, Any]]:
@@ -42,9 +48,12 @@ def load_manifests(source: Path | str) -> list[dict[str, Any]]:
 
 
 def privatize(
-    documents: list[dict[str, Any]], *, partitions: Mapping[str, int] | None = None
+    documents: list[dict[str, Any]],
+    prefix: str,
+    *,
+    partitions: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
-    """Give every Topic and Table a unique Kafka topic; returns object name -> topic name.
+    """Give every Topic and Table a Kafka topic under `prefix`; returns object -> topic name.
 
     `partitions` sets spec.partitions of the named Topics and Tables.
     """
@@ -53,7 +62,7 @@ def privatize(
         if document.get("kind") in ("Topic", "Table"):
             name = document["metadata"]["name"]
             spec = document.setdefault("spec", {})
-            spec["topicName"] = names[name] = unique(name)
+            spec["topicName"] = names[name] = unique(prefix, name)
             if partitions and name in partitions:
                 spec["partitions"] = partitions[name]
     return names
@@ -100,8 +109,10 @@ def read_topic(bootstrap: str, topic: str) -> list[tables.Entry]:
     return tables.read_changelog(bootstrap_servers=bootstrap, topic=topic, timeout=60)
 
 
-def headers_of(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str, str]]]:
-    """(value, headers) of every record of a topic."""
+def headers_of(
+    bootstrap: str, topic: str, *, timeout: float = 60
+) -> list[tuple[bytes | None, dict[str, str]]]:
+    """(value, headers) of every record of a topic (up to its end offsets when called)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -118,7 +129,12 @@ def headers_of(bootstrap: str, topic: str) -> list[tuple[bytes | None, dict[str,
         }
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         found: list[tuple[bytes | None, dict[str, str]]] = []
+        deadline = time.monotonic() + timeout
         while len(found) < sum(ends.values()):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"read {len(found)} of {sum(ends.values())} records of {topic} in {timeout}s"
+                )
             for message in consumer.consume(num_messages=1000, timeout=5):
                 assert message.error() is None, message.error()
                 raw = message.headers() or []
@@ -195,15 +211,32 @@ def start_app(
 
 
 def run_app(
-    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+    spec: apprun.RunSpec,
+    *,
+    on_batch: Sequence[listening.BatchHandler] = (),
+    timeout: float = 300,
 ) -> driving.Driver:
-    """Run an App with an availableNow trigger to the end of its inputs, in this process."""
+    """Run an App with an availableNow trigger to the end of its inputs, in this process;
+    fail if it has not got there within `timeout` s."""
     driver = start_app(spec, on_batch=on_batch)
     try:
-        driver.wait()
+        wait_to_end(driver, timeout=timeout)
     finally:
         driver.stop()
     return driver
+
+
+def wait_to_end(driver: driving.Driver, *, timeout: float = 300) -> None:
+    """Wait until every query of an availableNow App has ended; fail after `timeout` s."""
+    expired = threading.Event()
+    timer = threading.Timer(timeout, expired.set)
+    timer.start()
+    try:
+        driver.wait(stop=expired)
+    finally:
+        timer.cancel()
+    if expired.is_set():
+        raise AssertionError(f"App {driver.spec.app} did not end within {timeout}s")
 
 
 @contextmanager
@@ -223,8 +256,22 @@ def cli_env() -> dict[str, str]:
     return {**os.environ, commands.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
 
 
+@contextmanager
+def killed_at_exit(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+    """The process of a `cli_run` while inside; on the way out its whole process group (Python
+    and the JVM it started) is SIGKILLed, whatever the test did: a hung driver, or one that
+    was only sent SIGTERM, leaves nothing running into later tests."""
+    try:
+        yield process
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+
+
 def cli_run(manifest: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
-    """`python -m rillet.cli run` in a session of its own (so its JVM can be killed with it)."""
+    """`python -m rillet.cli run` in a session of its own (so its JVM can be killed with it:
+    use it inside `killed_at_exit`)."""
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "rillet.cli", "run", str(manifest), *args],

@@ -6,28 +6,36 @@ Test plan:
   Deployment gets a (Pending: no kubelet here) Pod wired to the Kafka settings and the
   credentials Secret, never to a literal password.
 - the operator, run with the chart's ServiceAccount token (its RBAC, nothing more), reconciles
-  a Topic to Ready, with status and Events written.
-- `helm uninstall` keeps the CRDs (deleting them would delete every Topic, Table and App).
+  a Topic to Ready, with status and Events written, and an App: its objects applied (the
+  driver's Role needs the operator to hold every permission it grants) and its pods read by the
+  scaling loop.
+- `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
+  delete every Topic, Table and App), and the objects of their kinds. The stack's CRDs are
+  shared by the session (installed by the `crds` fixture), so Helm could never own them: the
+  test installs a copy of the chart whose crds/ serve a group of the test's own, CRDs that Helm
+  creates, and deletes them afterwards.
 """
 
 from __future__ import annotations
 
 import filecmp
 import json
+import shutil
 import subprocess
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from rillet.devstack import provisioning
 from rillet.devstack import stack as devstack
 from rillet.devstack.controlplane import write_service_account_kubeconfig
 from rillet.devstack.operating import OperatorProcess
 
-from .conftest import REPO, Kube
-from .objects import apply, events, topic, wait_condition
+from .conftest import REPO, RILLET_KINDS, Kube
+from .objects import apply, events, exists, get, topic, wait_condition
 from .polling import wait_for
 
 CHART = REPO / "charts" / "rillet"
@@ -51,8 +59,8 @@ def test_chart_lints_and_carries_the_generated_crds(kube: Kube) -> None:
 
 
 @pytest.fixture
-def release(kube: Kube, crds: None) -> Iterator[str]:
-    namespace = f"rillet-{uuid.uuid4().hex[:8]}"
+def release(kube: Kube, crds: None, new_namespace: Callable[..., str]) -> Iterator[str]:
+    namespace = new_namespace()
     helm(
         kube,
         "install",
@@ -60,7 +68,6 @@ def release(kube: Kube, crds: None) -> Iterator[str]:
         str(CHART),
         "--namespace",
         namespace,
-        "--create-namespace",
         "--set",
         "kafka.bootstrapServers=kafka.example:9092",
         "--set",
@@ -74,7 +81,6 @@ def release(kube: Kube, crds: None) -> Iterator[str]:
     )
     yield namespace
     helm(kube, "uninstall", "rillet", "--namespace", namespace)
-    kube.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
 
 def test_install_creates_a_wired_operator_deployment(kube: Kube, release: str) -> None:
@@ -100,7 +106,12 @@ def test_install_creates_a_wired_operator_deployment(kube: Kube, release: str) -
 
 
 def test_operator_works_with_exactly_the_charts_rbac(
-    kube: Kube, release: str, stack: devstack.StackState, tmp_path: Path
+    kube: Kube,
+    release: str,
+    stack: devstack.StackState,
+    new_namespace: Callable[..., str],
+    kafka_prefix: str,
+    tmp_path: Path,
 ) -> None:
     as_operator = write_service_account_kubeconfig(
         kube.kubeconfig,
@@ -108,32 +119,95 @@ def test_operator_works_with_exactly_the_charts_rbac(
         namespace=release,
         name="rillet-operator",
     )
-    watched = f"team-{uuid.uuid4().hex[:8]}"
-    kube.kubectl("create", "namespace", watched)
+    watched = new_namespace()
     operator = OperatorProcess(
         kubeconfig=as_operator,
         bootstrap=stack.kafka_bootstrap,
-        namespace_pattern="team-*",
+        namespace_pattern=watched,
         log=tmp_path / "operator.log",
     )
     operator.start()
     try:
-        name = f"rbac-{uuid.uuid4().hex[:8]}"
+        name = f"{kafka_prefix}-rbac"
         apply(kube, topic(name, watched, partitions=2, deletionPolicy="Delete"))
         wait_condition(kube, "topic", name, watched)
         assert "TopicCreated" in {e["reason"] for e in events(kube, watched, name)}
         kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s")
+
+        app = f"{kafka_prefix}-app"
+        apply(kube, topic(app, watched, partitions=2), counting_app(app, watched))
+        wait_for(
+            lambda: (
+                exists(kube, "rolebinding", f"{app}-driver", watched)
+                and exists(kube, "statefulset", f"{app}-driver", watched)
+            ),
+            timeout=60,
+            what="the App's objects applied with the chart's rights",
+        )
+        wait_for(
+            lambda: (
+                (get(kube, "app", app, watched).get("status") or {})
+                .get("executors", {})
+                .get("desired")
+            ),
+            timeout=60,
+            what="the App scaled by the loop with the chart's rights",
+        )
         assert "Forbidden" not in operator.log_text(), operator.log_text()[-3000:]
     finally:
+        # While the operator runs, so it releases what it holds (`new_namespace` checks).
+        kube.kubectl("delete", RILLET_KINDS, "--all", "-n", watched, "--timeout=60s", check=False)
         operator.stop()
-        kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
 
 
-def test_uninstall_keeps_the_crds(kube: Kube, crds: None) -> None:
-    namespace = f"rillet-{uuid.uuid4().hex[:8]}"
-    helm(kube, "install", "rillet", str(CHART), "--namespace", namespace, "--create-namespace")
-    helm(kube, "uninstall", "rillet", "--namespace", namespace)
-    kube.kubectl("delete", "namespace", namespace, "--wait=false")
-    names = kube.kubectl("get", "crd", "-o", "name").stdout
-    for plural in ("topics", "tables", "apps"):
-        assert f"customresourcedefinition.apiextensions.k8s.io/{plural}.rillet.io" in names
+def counting_app(name: str, namespace: str) -> dict[str, Any]:
+    """An App reading the Topic `name` and writing it again (no Table: nothing else to wait for)."""
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "rillet/spark-runtime:0.1.0",
+            "inputs": [{"name": "src", "topicRef": {"name": name}, "format": "string"}],
+            "pipeline": {"sql": "SELECT value FROM src"},
+            "outputs": [{"topicRef": {"name": name}}],
+        },
+    }
+
+
+def _chart_serving(group: str, tmp_path: Path) -> Path:
+    """A copy of the chart whose CRDs (its crds/, as shipped) serve `group`, not rillet.io."""
+    chart = tmp_path / "rillet"
+    shutil.copytree(CHART, chart)
+    for path in (chart / "crds").glob("*.yaml"):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        crd["metadata"]["name"] = f"{crd['spec']['names']['plural']}.{group}"
+        crd["spec"]["group"] = group
+        path.write_text(yaml.safe_dump(crd), encoding="utf-8")
+    return chart
+
+
+def test_uninstall_keeps_the_crds_helm_installed(
+    kube: Kube, new_namespace: Callable[..., str], kafka_prefix: str, tmp_path: Path
+) -> None:
+    group = f"{kafka_prefix}.test.rillet.io"
+    crds = [f"{plural}.{group}" for plural in ("apps", "tables", "topics")]
+    chart = _chart_serving(group, tmp_path)
+    namespace = new_namespace()
+    try:
+        assert not any(exists(kube, "crd", crd, "default") for crd in crds)
+        helm(kube, "install", "rillet", str(chart), "--namespace", namespace)
+        kube.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds)
+        )
+        kept = topic("kept", namespace) | {"apiVersion": f"{group}/v1alpha1"}
+        kube.kubectl("apply", "-f", "-", input=json.dumps(kept))
+
+        helm(kube, "uninstall", "rillet", "--namespace", namespace)
+
+        assert "rillet" not in helm(kube, "list", "-q", "--namespace", namespace).stdout.split()
+        for crd in crds:
+            assert exists(kube, "crd", crd, "default"), f"helm uninstall deleted CRD {crd}"
+        assert exists(kube, f"topics.{group}", "kept", namespace)
+    finally:
+        kube.kubectl("delete", "crd", *crds, "--ignore-not-found", "--timeout=60s", check=False)

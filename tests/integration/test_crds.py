@@ -1,5 +1,10 @@
 """The generated CRDs on a real kube-apiserver.
 
+No operator watches the namespaces of these tests (the session's operator sees only those of
+tests that use it), so the statuses asserted here are the test's own writes, and no example
+applied here makes a Kafka topic; each example's topics are renamed under the test's Kafka
+prefix all the same.
+
 Test plan:
 - the CRDs in crds/ install with server-side apply and become Established;
 - every example applies with server-side apply, and what the apiserver stores (with its
@@ -84,9 +89,19 @@ def test_crds_are_the_generated_ones_and_establish(kube: Kube, crds: list[str]) 
     )
 
 
+def _example(path: Path, kafka_prefix: str) -> str:
+    """An example's documents, each Topic and Table given a Kafka topic under the prefix."""
+    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    for document in documents:
+        if document["kind"] in ("Topic", "Table"):
+            name = document["metadata"]["name"]
+            document.setdefault("spec", {})["topicName"] = f"{kafka_prefix}.{name}"
+    return yaml.safe_dump_all(documents)
+
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
 def test_examples_apply_and_read_back(
-    kube: Kube, crds: list[str], namespace: str, path: Path
+    kube: Kube, crds: list[str], namespace: str, kafka_prefix: str, path: Path
 ) -> None:
     kube.kubectl(
         "apply",
@@ -95,11 +110,12 @@ def test_examples_apply_and_read_back(
         "-n",
         namespace,
         "-f",
-        str(path),
+        "-",
+        input=_example(path, kafka_prefix),
     )
 
     stored = json.loads(kube.kubectl("get", "rillet", "-n", namespace, "-o", "json").stdout)
-    documents = list(yaml.safe_load_all(path.read_text(encoding="utf-8")))
+    documents = [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
     assert len(stored["items"]) == len(documents)
     for item in stored["items"]:
         kinds.parse(item)  # what the apiserver stores, defaults and all, is readable
@@ -128,7 +144,7 @@ def test_explain_prints_the_models_descriptions(
 
 
 def test_get_rillet_lists_every_kind_and_short_names_work(
-    kube: Kube, crds: list[str], namespace: str
+    kube: Kube, crds: list[str], namespace: str, kafka_prefix: str
 ) -> None:
     kube.kubectl(
         "apply",
@@ -137,7 +153,8 @@ def test_get_rillet_lists_every_kind_and_short_names_work(
         "-n",
         namespace,
         "-f",
-        str(ROOT / "examples" / "wordcount.yaml"),
+        "-",
+        input=_example(ROOT / "examples" / "wordcount.yaml", kafka_prefix),
     )
 
     listed = kube.kubectl("get", "rillet", "-n", namespace, "-o", "name").stdout.split()

@@ -8,6 +8,7 @@ Test plan:
 - a broker that refuses topic deletion: the object still goes (finalizer released), the topic
   stays, and a TopicNotDeleted Event says so.
 - with namespace prefixing on, the Kafka topic is named <namespace>.<name>.
+Each test runs an operator of its own, watching only the test's namespace.
 """
 
 from __future__ import annotations
@@ -15,16 +16,14 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import provisioning
-from rillet.devstack import stack as devstack
+from rillet.devstack import provisioning, tools
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
 
@@ -37,32 +36,25 @@ TOPICS = 200
 
 
 @pytest.fixture
-def isolated_namespace(kube: Kube, crds: None) -> Iterator[str]:
-    """A namespace no shared operator watches (the test starts its own)."""
-    name = f"iso-{uuid.uuid4().hex[:10]}"
-    kube.kubectl("create", "namespace", name)
-    yield name
-    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+def own_operator(lone_operator: Callable[..., OperatorProcess]) -> OperatorProcess:
+    """The test's operator (not started), watching only `isolated_namespace`."""
+    return lone_operator()
 
 
 @pytest.fixture
-def own_operator(
-    stack: devstack.StackState, isolated_namespace: str, tmp_path: Path
-) -> Iterator[OperatorProcess]:
-    process = OperatorProcess(
-        kubeconfig=stack.kubeconfig,
-        bootstrap=stack.kafka_bootstrap,
-        namespace_pattern=isolated_namespace,
-        log=tmp_path / "operator.log",
-    )
-    yield process
-    process.stop()
+def isolated_namespace(own_operator: OperatorProcess) -> str:
+    """A namespace no shared operator watches (the test starts its own)."""
+    return own_operator.namespace_pattern
 
 
 def test_sigkill_mid_apply_then_restart_converges(
-    kube: Kube, isolated_namespace: str, own_operator: OperatorProcess, kafka_admin: AdminClient
+    kube: Kube,
+    isolated_namespace: str,
+    own_operator: OperatorProcess,
+    kafka_admin: AdminClient,
+    kafka_prefix: str,
 ) -> None:
-    prefix = f"bulk-{uuid.uuid4().hex[:6]}"
+    prefix = f"{kafka_prefix}-bulk"
     manifests = [
         topic(
             f"{prefix}-{i:03d}",
@@ -74,46 +66,52 @@ def test_sigkill_mid_apply_then_restart_converges(
     ]
     own_operator.start()
     # The apply runs in the background while the operator works through it.
+    kubectl = [str(tools.kubectl()), f"--kubeconfig={kube.kubeconfig}"]
     applying = subprocess.Popen(
-        ["kubectl", f"--kubeconfig={kube.kubeconfig}", "apply", "--server-side", "-f", "-"],
+        [*kubectl, "apply", "--server-side", "-f", "-"],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
     )
-    assert applying.stdin is not None
-    applying.stdin.write(yaml.safe_dump_all(manifests))
-    applying.stdin.close()
+    try:
+        assert applying.stdin is not None
+        applying.stdin.write(yaml.safe_dump_all(manifests))
+        applying.stdin.close()
 
-    def ready_count() -> int:
-        items = json.loads(
-            kube.kubectl("get", "topics", "-n", isolated_namespace, "-o", "json").stdout
-        )["items"]
-        return sum(condition(item, "Ready").get("status") == "True" for item in items)
+        def ready_count() -> int:
+            items = json.loads(
+                kube.kubectl("get", "topics", "-n", isolated_namespace, "-o", "json").stdout
+            )["items"]
+            return sum(condition(item, "Ready").get("status") == "True" for item in items)
 
-    # Kill as soon as Kafka holds the first of the topics (polled cheaply, every 10 ms): the
-    # operator is then mid-way through creating topics and writing statuses.
-    wait_for(
-        lambda: any(t.startswith(prefix) for t in kafka_admin.list_topics(timeout=5).topics),
-        timeout=60,
-        interval=0.01,
-        what="the first topics in Kafka",
-    )
-    own_operator.kill()
-    ready_at_kill = ready_count()
-    assert applying.wait(timeout=120) == 0
-    assert ready_at_kill < TOPICS, "the kill came too late to interrupt the apply"
+        # Kill as soon as Kafka holds the first of the topics (polled cheaply, every 10 ms): the
+        # operator is then mid-way through creating topics and writing statuses.
+        wait_for(
+            lambda: any(t.startswith(prefix) for t in kafka_admin.list_topics(timeout=5).topics),
+            timeout=60,
+            interval=0.01,
+            what="the first topics in Kafka",
+        )
+        own_operator.kill()
+        ready_at_kill = ready_count()
+        assert applying.wait(timeout=120) == 0
+        assert ready_at_kill < TOPICS, "the kill came too late to interrupt the apply"
 
-    own_operator.start()
-    wait_for(lambda: ready_count() == TOPICS, timeout=120, what=f"all {TOPICS} topics Ready")
+        own_operator.start()
+        wait_for(lambda: ready_count() == TOPICS, timeout=120, what=f"all {TOPICS} topics Ready")
 
-    metadata = kafka_admin.list_topics(timeout=30).topics
-    for i in range(TOPICS):
-        name = f"{prefix}-{i:03d}"
-        assert len(metadata[name].partitions) == 1 + i % 4, name
-    sample = [f"{prefix}-{i:03d}" for i in (0, 57, 199)]
-    for name in sample:
-        i = int(name.rsplit("-", 1)[1])
-        assert kafka_overrides(kafka_admin, name) == {"retention.ms": str(3_600_000 + i)}
+        metadata = kafka_admin.list_topics(timeout=30).topics
+        for i in range(TOPICS):
+            name = f"{prefix}-{i:03d}"
+            assert len(metadata[name].partitions) == 1 + i % 4, name
+        sample = [f"{prefix}-{i:03d}" for i in (0, 57, 199)]
+        for name in sample:
+            i = int(name.rsplit("-", 1)[1])
+            assert kafka_overrides(kafka_admin, name) == {"retention.ms": str(3_600_000 + i)}
+    finally:
+        if applying.poll() is None:
+            applying.kill()
+            applying.wait(timeout=30)
 
 
 @pytest.fixture

@@ -63,20 +63,20 @@ BAD = [
 
 
 def _setup(
-    kafka_admin: AdminClient, *, dead_letters: bool
+    kafka_admin: AdminClient, prefix: str, *, dead_letters: bool
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
     documents = rt.load_manifests(MANIFEST)
     if not dead_letters:
         del documents[-1]["spec"]["deadLetterTopic"]
-    topics = rt.privatize(documents)
+    topics = rt.privatize(documents, prefix)
     rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
     return documents, topics
 
 
 def test_bad_records_go_to_the_dead_letter_topic_and_the_query_goes_on(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
-    documents, topics = _setup(kafka_admin, dead_letters=True)
+    documents, topics = _setup(kafka_admin, kafka_prefix, dead_letters=True)
     good_before = [(f"k{i}", json.dumps({"id": f"p{i}", "amount": i + 0.5})) for i in range(5)]
     rt.produce(kafka_bootstrap, topics["payments"], [*good_before, *BAD])
     spec = rt.build_spec(
@@ -116,9 +116,9 @@ def test_bad_records_go_to_the_dead_letter_topic_and_the_query_goes_on(
 
 
 def test_without_a_dead_letter_topic_a_bad_record_stops_the_app_naming_it(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
-    documents, topics = _setup(kafka_admin, dead_letters=False)
+    documents, topics = _setup(kafka_admin, kafka_prefix, dead_letters=False)
     rt.produce(kafka_bootstrap, topics["payments"], [("k0", '{"id": "p0", "amount": 1}'), BAD[0]])
     spec = rt.build_spec(documents, bootstrap=kafka_bootstrap, checkpoint=tmp_path / "ck")
 

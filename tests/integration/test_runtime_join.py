@@ -38,10 +38,10 @@ def _order(order_id: str, customer_id: str, amount: str) -> tuple[str, str]:
 
 
 def test_orders_are_enriched_with_the_latest_customer_record(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     documents = rt.load_manifests(rt.EXAMPLES / "enrich-orders.yaml")
-    topics = rt.privatize(documents)
+    topics = rt.privatize(documents, kafka_prefix)
     rt.create_topics(
         kafka_admin,
         [
@@ -155,10 +155,10 @@ spec:
 
 
 def test_python_pipeline_results_feed_the_outputs_that_name_them(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     documents = rt.load_manifests(SPLIT)
-    topics = rt.privatize(documents)
+    topics = rt.privatize(documents, kafka_prefix)
     rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
     rt.produce(
         kafka_bootstrap,

@@ -102,6 +102,7 @@ def _run_with_late_data(
     table: str,
     kafka_admin: AdminClient,
     bootstrap: str,
+    prefix: str,
     checkpoint: Path,
     *,
     late: int,
@@ -109,7 +110,7 @@ def _run_with_late_data(
 ) -> tuple[dict[str, Any], list[progress.BatchProgress], list[dict[str, Any]], dict[str, str]]:
     """Run the App on the first clicks, then on late ones; the Table by key, and the batches."""
     documents = rt.load_manifests(manifest)
-    topics = rt.privatize(documents)
+    topics = rt.privatize(documents, prefix)
     rt.create_topics(
         kafka_admin,
         [
@@ -141,13 +142,14 @@ def _run_with_late_data(
 
 
 def test_tumbling_windows_count_late_data_inside_the_watermark_only(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     found, _, documents, topics = _run_with_late_data(
         TUMBLING,
         "page-views",
         kafka_admin,
         kafka_bootstrap,
+        kafka_prefix,
         tmp_path / "ck",
         late=30,
         on_time_windows=2,
@@ -183,13 +185,14 @@ def test_tumbling_windows_count_late_data_inside_the_watermark_only(
 
 
 def test_hopping_windows_put_the_window_in_the_key_and_drop_data_beyond_the_watermark(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     found, _, _, _ = _run_with_late_data(
         HOPPING,
         "page-views-hopping",
         kafka_admin,
         kafka_bootstrap,
+        kafka_prefix,
         tmp_path / "ck",
         late=5,
         on_time_windows=5,

@@ -45,11 +45,11 @@ def _ground_truth(lines: list[str]) -> dict[str, int]:
 
 
 def test_word_count_table_is_exact_compacts_and_commits_offsets(
-    kafka_admin: AdminClient, kafka_bootstrap: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     documents = rt.load_manifests(rt.EXAMPLES / "wordcount.yaml")
     topics = rt.privatize(
-        documents, partitions={"sentences": PARTITIONS, "word-counts": PARTITIONS}
+        documents, kafka_prefix, partitions={"sentences": PARTITIONS, "word-counts": PARTITIONS}
     )
     rt.create_topics(
         kafka_admin,
@@ -95,7 +95,7 @@ def test_word_count_table_is_exact_compacts_and_commits_offsets(
     driver = rt.start_app(spec, on_batch=[check_group])
     port = driver.metrics.serve(host="127.0.0.1", port=0)
     try:
-        driver.wait()
+        rt.wait_to_end(driver)
     finally:
         driver.stop()
 

@@ -2,7 +2,8 @@
 
 Test plan:
 - /version reports the pinned release (the version ldflags were applied).
-- a CRD applied with kubectl serves custom resources.
+- a CRD applied with kubectl serves custom resources (a CRD of the test's own group, deleted
+  afterwards).
 - a Deployment gets a ReplicaSet and a Pod object (kube-controller-manager runs).
 - deleting an owner garbage-collects its children.
 - a ServiceAccount token is allowed what its Role grants and denied the rest (RBAC is on).
@@ -11,8 +12,10 @@ Test plan:
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rillet.devstack import versions
@@ -30,9 +33,9 @@ def test_version_reports_pinned_release(kube: Kube) -> None:
 WIDGET_CRD = """
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
-metadata: {name: widgets.test.rillet.io}
+metadata: {name: widgets.GROUP}
 spec:
-  group: test.rillet.io
+  group: GROUP
   scope: Namespaced
   names: {plural: widgets, singular: widget, kind: Widget}
   versions:
@@ -49,11 +52,19 @@ spec:
 """
 
 
-def test_crd_serves_custom_resources(kube: Kube, namespace: str) -> None:
-    kube.kubectl("apply", "-f", "-", input=WIDGET_CRD)
-    kube.kubectl("wait", "--for=condition=Established", "crd/widgets.test.rillet.io")
+@pytest.fixture
+def widget_group(kube: Kube, kafka_prefix: str) -> Iterator[str]:
+    """The group of a Widget CRD of the test's own, deleted afterwards."""
+    group = f"{kafka_prefix}.test.rillet.io"
+    kube.kubectl("apply", "-f", "-", input=WIDGET_CRD.replace("GROUP", group))
+    yield group
+    kube.kubectl("delete", "crd", f"widgets.{group}", "--timeout=60s", check=False)
+
+
+def test_crd_serves_custom_resources(kube: Kube, namespace: str, widget_group: str) -> None:
+    kube.kubectl("wait", "--for=condition=Established", f"crd/widgets.{widget_group}")
     widget = {
-        "apiVersion": "test.rillet.io/v1",
+        "apiVersion": f"{widget_group}/v1",
         "kind": "Widget",
         "metadata": {"name": "w1", "namespace": namespace},
         "spec": {"size": 3},

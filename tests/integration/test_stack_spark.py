@@ -2,11 +2,12 @@
 
 Test plan:
 - a Structured Streaming query with trigger availableNow over a Kafka topic counts exactly the
-  records produced, per key.
+  records produced, per key (into a memory sink of a name of its own: the session is shared).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -29,6 +30,7 @@ def test_available_now_query_counts_every_record(
     assert producer.flush(30) == 0
 
     spark = local_session("stack-test")
+    sink = f"word_counts_{uuid.uuid4().hex[:8]}"
     stream = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", kafka_bootstrap)
@@ -42,15 +44,16 @@ def test_available_now_query_counts_every_record(
         .count()
         .writeStream.outputMode("complete")
         .format("memory")
-        .queryName("word_counts")
+        .queryName(sink)
         .trigger(availableNow=True)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .start()
     )
-    query.awaitTermination(timeout=300)
+    try:
+        assert query.awaitTermination(timeout=300), "the availableNow query did not end in 300 s"
+    finally:
+        query.stop()
     assert query.exception() is None
 
-    counted = {
-        row["word"]: row["count"] for row in spark.sql("SELECT * FROM word_counts").collect()
-    }
+    counted = {row["word"]: row["count"] for row in spark.sql(f"SELECT * FROM {sink}").collect()}
     assert counted == dict(Counter(words))

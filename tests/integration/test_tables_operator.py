@@ -11,7 +11,7 @@ Test plan (each claim checked in Kafka):
 
 from __future__ import annotations
 
-import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -48,12 +48,17 @@ def writer_app(name: str, namespace: str, *, reads: str, writes: str) -> dict[st
     }
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+Unique = Callable[[str], str]
+
+
+@pytest.fixture
+def unique(kafka_prefix: str) -> Unique:
+    """Object (and Kafka topic) names under the test's prefix."""
+    return lambda name: f"{kafka_prefix}-{name}"
 
 
 def test_table_topic_is_compacted_with_overrides(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("profiles")
     apply(kube, table(name, namespace, partitions=3, config={"min.cleanable.dirty.ratio": "0.1"}))
@@ -68,7 +73,7 @@ def test_table_topic_is_compacted_with_overrides(
 
 
 def test_windowed_table_is_compact_delete_with_retention_of_expiry(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("clicks-5m")
     apply(
@@ -89,7 +94,7 @@ def test_windowed_table_is_compact_delete_with_retention_of_expiry(
 
 
 def test_partitions_default_to_the_writers_inputs(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     source, counts = unique("words"), unique("counts")
     apply(kube, topic(source, namespace, partitions=6))
@@ -113,7 +118,7 @@ def test_partitions_default_to_the_writers_inputs(
 
 
 def test_partition_mismatch_with_writer_is_reported(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     source, counts = unique("events"), unique("totals")
     apply(

@@ -1,34 +1,44 @@
 """The operator keeps Kafka topics exactly as their Topic objects declare.
 
 Test plan (each claim checked in Kafka with an independent AdminClient read):
-- create: partitions, config and status (topicName, topicId, observedGeneration, Ready).
+- create: partitions, config and replication factor in Kafka; status (topicName, the topicId
+  Kafka reports, observedGeneration, Ready).
 - adopt: an existing topic is brought in line; overrides not in spec are removed.
 - grow partitions, change and remove config in one update.
-- values equal by type (0 vs 0.0, 1000 vs "1000") never cause a change at resync.
-- drift in Kafka (config, partitions, deleted topic) is corrected within one resync, with Events.
+- values equal by type (0 vs 0.0, 1000 vs "1000") never cause a change at resync: two
+  reconciles of that very object (an operator of its own, watching nothing else) change nothing.
+- drift in Kafka (config, partitions, deleted topic) is corrected within one resync, with Events;
+  a deleted topic comes back with a new id in Kafka, which the status reports.
 - partitions above spec and a replication-factor change give Stalled with the right reason
-  while a config change in the same update still reaches Kafka.
+  while a config change in the same update still reaches Kafka (whose replication factor stays).
 - two objects in two namespaces for one topic: the older keeps it, the other TopicConflict;
   deleting the losing object (deletionPolicy Delete) leaves the topic.
 - deletionPolicy Delete deletes the topic, Retain keeps it; rillet.io/managed=false keeps it.
 - rillet.io/paused stops reconciling and says so; unpausing resumes.
 - a namespace holding Topics is deleted completely.
-- the metrics endpoint counts reconciles.
+- the metrics endpoint counts each reconcile of an object, by kind and reason (an operator
+  watching only the test's objects, so every count is theirs).
+(More promises, Kafka refusals, management turned off and the deletion race, are in
+test_topic_promises.py.)
 """
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
+from collections.abc import Callable
 
-import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
 
 from rillet.devstack.operating import OperatorProcess
 
+from . import scraping
 from .conftest import Kube
-from .kafka_reads import kafka_overrides, kafka_partitions
+from .kafka_reads import (
+    kafka_overrides,
+    kafka_partitions,
+    kafka_replication_factors,
+    kafka_topic_id,
+)
 from .objects import (
     apply,
     condition,
@@ -39,16 +49,21 @@ from .objects import (
     wait_condition,
 )
 from .polling import wait_for
+from .scraping import metric
 
 pytestmark = pytest.mark.usefixtures("operator")
 
+Unique = Callable[[str], str]
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+@pytest.fixture
+def unique(kafka_prefix: str) -> Unique:
+    """Object (and Kafka topic) names under the test's prefix."""
+    return lambda name: f"{kafka_prefix}-{name}"
 
 
 def test_create_topic_with_partitions_and_config(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("orders")
     apply(
@@ -64,6 +79,7 @@ def test_create_topic_with_partitions_and_config(
     obj = wait_condition(kube, "topic", name, namespace)
 
     assert kafka_partitions(kafka_admin, name) == 3
+    assert kafka_replication_factors(kafka_admin, name) == {1}
     assert kafka_overrides(kafka_admin, name) == {
         "retention.ms": "3600000",
         "cleanup.policy": "delete",
@@ -72,7 +88,7 @@ def test_create_topic_with_partitions_and_config(
     assert status["topicName"] == name
     assert status["partitions"] == 3
     assert status["replicationFactor"] == 1
-    assert status["topicId"]
+    assert status["topicId"] == kafka_topic_id(kafka_admin, name)
     assert status["observedGeneration"] == obj["metadata"]["generation"]
     assert {c["type"]: c["status"] for c in status["conditions"]} == {
         "Ready": "True",
@@ -83,7 +99,7 @@ def test_create_topic_with_partitions_and_config(
 
 
 def test_existing_topic_is_adopted_and_brought_in_line(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("legacy")
     kafka_admin.create_topics(
@@ -108,7 +124,7 @@ def test_existing_topic_is_adopted_and_brought_in_line(
 
 
 def test_grow_partitions_change_and_remove_config_in_one_update(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("clicks")
     apply(
@@ -142,8 +158,15 @@ def test_grow_partitions_change_and_remove_config_in_one_update(
 
 
 def test_values_equal_by_type_never_loop(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, operator: OperatorProcess
+    kube: Kube,
+    kafka_admin: AdminClient,
+    unique: Unique,
+    lone_operator: Callable[..., OperatorProcess],
 ) -> None:
+    # An operator of its own: every reconcile it counts is of this object.
+    own = lone_operator(resync_seconds=1.0)
+    own.start()
+    namespace = own.namespace_pattern
     name = unique("typed")
     apply(
         kube,
@@ -166,11 +189,17 @@ def test_values_equal_by_type_never_loop(
         if e["reason"] in ("ConfigChanged", "DriftCorrected")
     ]
 
-    # Two resyncs (3 s each) later, nothing more was changed.
-    reconciles = _reconcile_count(operator)
+    # Two reconciles of this object (resyncs, 1 s apart) later, nothing more was changed.
+    reconciles = metric(own, "rillet_reconciles_total", kind="Topic")
     wait_for(
-        lambda: _reconcile_count(operator) >= reconciles + 2, timeout=30, what="two more reconciles"
+        lambda: metric(own, "rillet_reconciles_total", kind="Topic") >= reconciles + 2,
+        timeout=30,
+        what="two more reconciles of the object",
     )
+    page = scraping.scrape(own)
+    assert scraping.value(page, "rillet_reconciles_total", kind="Topic", reason="TopicReady") == (
+        scraping.value(page, "rillet_reconciles_total", kind="Topic")
+    ), "every reconcile found the topic as declared"
     assert [
         e
         for e in events(kube, namespace, name)
@@ -179,17 +208,8 @@ def test_values_equal_by_type_never_loop(
     assert kafka_overrides(kafka_admin, name)["min.cleanable.dirty.ratio"] == "0.5"
 
 
-def _reconcile_count(operator: OperatorProcess) -> float:
-    text = httpx.get(f"http://127.0.0.1:{operator.metrics_port}/metrics").text
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith('rillet_reconciles_total{kind="Topic"')
-    )
-
-
 def test_config_drift_in_kafka_is_reverted_within_a_resync(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("drift")
     apply(kube, topic(name, namespace, config={"retention.ms": 600_000}))
@@ -216,28 +236,31 @@ def test_config_drift_in_kafka_is_reverted_within_a_resync(
 
 
 def test_topic_deleted_out_of_band_is_recreated(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("gone")
     apply(kube, topic(name, namespace, partitions=2))
-    first_id = wait_condition(kube, "topic", name, namespace)["status"]["topicId"]
+    wait_condition(kube, "topic", name, namespace)
+    first_id = kafka_topic_id(kafka_admin, name)
+    assert first_id is not None
 
     kafka_admin.delete_topics([name])[name].result(timeout=30)
 
-    def recreated() -> dict[str, Any] | None:
-        obj = get(kube, "topic", name, namespace)
-        new_id = obj["status"].get("topicId")
-        return (
-            obj
-            if new_id and new_id != first_id and kafka_partitions(kafka_admin, name) == 2
-            else None
-        )
+    def recreated() -> str | None:
+        new_id = kafka_topic_id(kafka_admin, name)
+        fresh = new_id is not None and new_id != first_id
+        return new_id if fresh and kafka_partitions(kafka_admin, name) == 2 else None
 
-    wait_for(recreated, timeout=20, what="the topic recreated with a new id")
+    new_id = wait_for(recreated, timeout=20, what="the topic recreated in Kafka with a new id")
+    wait_for(
+        lambda: get(kube, "topic", name, namespace)["status"].get("topicId") == new_id,
+        timeout=20,
+        what="the status to report the new topic id",
+    )
 
 
 def test_partitions_above_spec_stall_while_config_still_applies(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("shrink")
     apply(kube, topic(name, namespace, partitions=2, config={"retention.ms": 600_000}))
@@ -272,7 +295,7 @@ def test_partitions_above_spec_stall_while_config_still_applies(
 
 
 def test_replication_factor_change_stalls_while_config_still_applies(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("rf")
     apply(kube, topic(name, namespace, config={"retention.ms": 600_000}))
@@ -299,33 +322,34 @@ def test_replication_factor_change_stalls_while_config_still_applies(
 
     assert "spec.replicationFactor is 2" in condition(obj, "Stalled")["message"]
     assert kafka_overrides(kafka_admin, name) == {"retention.ms": "700000"}
+    assert kafka_replication_factors(kafka_admin, name) == {1}
 
 
 def test_two_objects_for_one_topic_oldest_wins_and_loser_deletion_keeps_topic(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube,
+    namespace: str,
+    new_namespace: Callable[..., str],
+    kafka_admin: AdminClient,
+    unique: Unique,
 ) -> None:
-    other = f"t-{uuid.uuid4().hex[:10]}"
-    kube.kubectl("create", "namespace", other)
-    try:
-        kafka_name = unique("shared")
-        apply(kube, topic("first", namespace, partitions=2, topicName=kafka_name))
-        wait_condition(kube, "topic", "first", namespace)
-        apply(
-            kube,
-            topic("second", other, partitions=3, topicName=kafka_name, deletionPolicy="Delete"),
-        )
+    other = new_namespace()
+    kafka_name = unique("shared")
+    apply(kube, topic("first", namespace, partitions=2, topicName=kafka_name))
+    wait_condition(kube, "topic", "first", namespace)
+    apply(
+        kube,
+        topic("second", other, partitions=3, topicName=kafka_name, deletionPolicy="Delete"),
+    )
 
-        loser = wait_condition(
-            kube, "topic", "second", other, condition_type="Stalled", reason="TopicConflict"
-        )
-        assert f"Topic {namespace}/first" in condition(loser, "Stalled")["message"]
-        assert kafka_partitions(kafka_admin, kafka_name) == 2
+    loser = wait_condition(
+        kube, "topic", "second", other, condition_type="Stalled", reason="TopicConflict"
+    )
+    assert f"Topic {namespace}/first" in condition(loser, "Stalled")["message"]
+    assert kafka_partitions(kafka_admin, kafka_name) == 2
 
-        kube.kubectl("delete", "topic", "second", "-n", other, "--timeout=60s")
-        assert kafka_partitions(kafka_admin, kafka_name) == 2
-        wait_condition(kube, "topic", "first", namespace)
-    finally:
-        kube.kubectl("delete", "namespace", other, "--wait=false", check=False)
+    kube.kubectl("delete", "topic", "second", "-n", other, "--timeout=60s")
+    assert kafka_partitions(kafka_admin, kafka_name) == 2
+    wait_condition(kube, "topic", "first", namespace)
 
 
 @pytest.mark.parametrize(
@@ -339,6 +363,7 @@ def test_two_objects_for_one_topic_oldest_wins_and_loser_deletion_keeps_topic(
 )
 def test_deletion_follows_policy(
     kube: Kube,
+    unique: Unique,
     namespace: str,
     kafka_admin: AdminClient,
     policy: str,
@@ -367,7 +392,7 @@ def test_deletion_follows_policy(
 
 
 def test_paused_topic_is_left_alone_until_unpaused(
-    kube: Kube, namespace: str, kafka_admin: AdminClient
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
 ) -> None:
     name = unique("paused")
     apply(kube, topic(name, namespace, partitions=1))
@@ -395,10 +420,9 @@ def test_paused_topic_is_left_alone_until_unpaused(
 
 
 def test_namespace_holding_topics_is_deleted_completely(
-    kube: Kube, kafka_admin: AdminClient
+    kube: Kube, new_namespace: Callable[..., str], kafka_admin: AdminClient, unique: Unique
 ) -> None:
-    doomed = f"t-{uuid.uuid4().hex[:10]}"
-    kube.kubectl("create", "namespace", doomed)
+    doomed = new_namespace()
     names = [unique("ns-del"), unique("ns-keep")]
     apply(
         kube,
@@ -420,12 +444,39 @@ def test_namespace_holding_topics_is_deleted_completely(
 
 
 def test_metrics_count_reconciles_by_kind_and_reason(
-    kube: Kube, namespace: str, operator: OperatorProcess
+    kube: Kube, unique: Unique, lone_operator: Callable[..., OperatorProcess]
 ) -> None:
+    # An operator watching only this test's namespace, no resync: every count is a reconcile
+    # of the objects below, made by their kopf handlers.
+    own = lone_operator(resync_seconds=3600.0)
+    own.start()
+    namespace = own.namespace_pattern
+    wait_for(lambda: scraping.serving(own), timeout=60, what="the metrics endpoint")
+    assert metric(own, "rillet_reconciles_total") == 0
+
     name = unique("metered")
     apply(kube, topic(name, namespace))
     wait_condition(kube, "topic", name, namespace)
-    text = httpx.get(f"http://127.0.0.1:{operator.metrics_port}/metrics").text
-    assert 'rillet_reconciles_total{kind="Topic",reason="TopicReady"}' in text
-    assert "rillet_topic_queue_depth" in text
-    assert "rillet_reconcile_duration_seconds_bucket" in text
+    assert metric(own, "rillet_reconciles_total", kind="Topic", reason="TopicReady") == 1
+
+    kube.kubectl(
+        "patch", "topic", name, "-n", namespace, "--type=merge", "-p", '{"spec": {"partitions": 2}}'
+    )
+    wait_condition(kube, "topic", name, namespace)
+    assert metric(own, "rillet_reconciles_total", kind="Topic", reason="TopicReady") == 2
+
+    apply(kube, topic(unique("rival"), namespace, topicName=name))
+    wait_condition(
+        kube, "topic", unique("rival"), namespace, condition_type="Stalled", reason="TopicConflict"
+    )
+    conflicts = metric(own, "rillet_reconciles_total", kind="Topic", reason="TopicConflict")
+    assert conflicts >= 1
+    page = scraping.scrape(own)
+    errors = scraping.value(
+        page, "rillet_reconcile_errors_total", kind="Topic", reason="TopicConflict"
+    )
+    assert errors == conflicts
+    assert scraping.value(page, "rillet_reconcile_duration_seconds_count", kind="Topic") == (
+        scraping.value(page, "rillet_reconciles_total", kind="Topic")
+    )
+    assert scraping.value(page, "rillet_topic_queue_depth") == 0

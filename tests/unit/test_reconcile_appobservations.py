@@ -29,7 +29,7 @@ SPEC: dict[str, Any] = {
     "inputs": [
         {"name": "clicks", "topicRef": {"name": "clicks"}},
         {"name": "users", "tableRef": {"name": "users"}},
-        {"name": "raw", "external": {"topicName": "legacy.raw"}},
+        {"name": "raw", "external": {"topicName": "legacy.raw"}, "startingOffsets": "earliest"},
     ],
     "outputs": [
         {"tableRef": {"name": "counts"}, "keyColumns": ["page"]},
@@ -66,15 +66,19 @@ def test_missing_and_unready_references() -> None:
     assert check.missing == ("Topic bad-clicks",)
     assert check.unready == ("Table users", "Table counts")
     assert not check.ok
-    assert appobservations.check_references([("Topic", "clicks")], {("Topic", "clicks"): _ready()}).ok
+    assert appobservations.check_references(
+        [("Topic", "clicks")], {("Topic", "clicks"): _ready()}
+    ).ok
 
 
 def test_stream_inputs_resolve_kafka_names() -> None:
     assert appobservations.stream_inputs(SPEC, {"clicks": "team.clicks"}) == (
         StreamInput(name="clicks", topic="team.clicks"),
-        StreamInput(name="raw", topic="legacy.raw"),
+        StreamInput(name="raw", topic="legacy.raw", from_start=True),
     )
-    assert appobservations.stream_inputs(SPEC, {}) == (StreamInput(name="raw", topic="legacy.raw"),)
+    assert appobservations.stream_inputs(SPEC, {}) == (
+        StreamInput(name="raw", topic="legacy.raw", from_start=True),
+    )
 
 
 def test_inputs_of_different_partition_counts_are_not_copartitioned() -> None:

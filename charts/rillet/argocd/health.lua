@@ -1,6 +1,6 @@
 -- Argo CD health of Rillet objects (Topic, Table, App), read as kstatus reads them:
 --   Stalled=True                     -> Degraded (needs the user; the message says what to do)
---   Reconciling=False, paused        -> Suspended
+--   Reconciling=False, paused        -> Suspended (a paused Topic or Table, a suspended App)
 --   Ready=True, generation observed  -> Healthy
 --   anything else                    -> Progressing (the operator is working on it)
 -- Install: argocd-cm keys resource.customizations.health.rillet.io_Topic (and _Table, _App),
@@ -26,7 +26,10 @@ if stalled ~= nil and stalled.status == "True" then
   hs.message = stalled.reason .. ": " .. (stalled.message or "")
   return hs
 end
-if reconciling ~= nil and reconciling.reason == "ReconciliationPaused" then
+-- ReconciliationPaused: a Topic or Table annotated rillet.io/paused; Suspended: an App with
+-- spec.suspend (nothing runs, on purpose: not Progressing, which would never end).
+if reconciling ~= nil and reconciling.status ~= "True" and
+    (reconciling.reason == "ReconciliationPaused" or reconciling.reason == "Suspended") then
   hs.status = "Suspended"
   hs.message = reconciling.message or "Reconciliation paused"
   return hs

@@ -1,7 +1,8 @@
 """In-memory indexes over every Topic, Table and App the operator watches (kopf indexes).
 
 They answer, without an API call: who else claims this Kafka topic (conflicts, across
-namespaces), which Apps write a Table, and how many partitions a Topic declares.
+namespaces), which Apps write a Table, how many partitions a Topic declares, and the latest body
+of every Topic, Table and App (what the resync, the App reconcile and the scaling loop read).
 """
 
 from __future__ import annotations
@@ -111,6 +112,14 @@ def table_objects(
     return {(str(namespace), name): slim(body)}
 
 
+@kopf.index(objects.GROUP, objects.VERSION, "apps")
+def app_objects(
+    *, name: str, namespace: str | None, body: kopf.Body, **_: Any
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """The latest body of every App: what the scaling loop observes and scales."""
+    return {(str(namespace), name): slim(body)}
+
+
 KEPT_METADATA = (
     "name",
     "namespace",
@@ -153,3 +162,36 @@ class Views:
         """Other objects, of any kind and namespace, that claim the same Kafka topic."""
         found = [*self.topic_claims.get(kafka_name, []), *self.table_claims.get(kafka_name, [])]
         return tuple(claim for claim in found if claim.uid != uid)
+
+
+def _latest(
+    index: kopf.Index[tuple[str, str], dict[str, Any]], key: tuple[str, str]
+) -> dict[str, Any] | None:
+    found = list(index.get(key, []))
+    return found[-1] if found else None
+
+
+@dataclass(frozen=True)
+class AppViews:
+    """The indexes an App's reconcile and the scaling loop read (live, like `Views`)."""
+
+    topic_objects: kopf.Index[tuple[str, str], dict[str, Any]]
+    table_objects: kopf.Index[tuple[str, str], dict[str, Any]]
+    app_objects: kopf.Index[tuple[str, str], dict[str, Any]]
+
+    @classmethod
+    def of(cls, kwargs: dict[str, Any]) -> AppViews:
+        """Pick the views out of a handler's keyword arguments."""
+        return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
+
+    def topic(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The latest body of a Topic, None if there is none."""
+        return _latest(self.topic_objects, (namespace, name))
+
+    def table(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The latest body of a Table, None if there is none."""
+        return _latest(self.table_objects, (namespace, name))
+
+    def apps(self) -> list[dict[str, Any]]:
+        """The latest body of every App."""
+        return [body for store in list(self.app_objects.values()) for body in list(store)]

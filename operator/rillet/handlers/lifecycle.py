@@ -1,4 +1,5 @@
-"""Operator start-up and shutdown: kopf settings, the topic syncer loop, the metrics endpoint."""
+"""Operator start-up and shutdown: kopf settings, the operator-wide loops (topic syncer, resync,
+App scaling), the Table nudges, the metrics endpoint."""
 
 from __future__ import annotations
 
@@ -11,11 +12,13 @@ from typing import Any
 import kopf
 import prometheus_client
 
-from rillet.handlers import indexes, resyncing
+from rillet.handlers import appreconciling, appscaling, indexes, nudging, resyncing, tables
+from rillet.k8s.applying import AppKube
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.admin import TopicAdmin
+from rillet.kafka.lag import LagReader
 from rillet.kafka.syncing import TopicSyncer
-from rillet.settings import KafkaSettings, OperatorSettings
+from rillet.settings import AppSettings, KafkaSettings, OperatorSettings
 
 FINALIZER = "rillet.io/finalizer"
 GC_YOUNG_THRESHOLD = 10_000
@@ -51,8 +54,19 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         linger=operator.batch_linger_seconds,
         queue_size=operator.queue_size,
     )
+    writer = ObjectWriter()
     memo.operator = operator
     memo.syncer = syncer
+    memo.nudger = nudging.Nudger(
+        plural=tables.PLURAL,
+        index=kwargs["table_objects"],
+        build=tables.subject_for,
+        views=indexes.Views.of(kwargs),
+        syncer=syncer,
+        writer=writer,
+    )
+    app_settings = AppSettings()
+    memo.apps, scaler = start_apps(app_settings, kafka, writer, kwargs)
     memo.tasks = [
         asyncio.create_task(syncer.run(), name="rillet-topic-syncer"),
         asyncio.create_task(
@@ -64,19 +78,42 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
                     for plural, (index_name, build) in resyncing.KINDS.items()
                 },
                 syncer=syncer,
-                writer=ObjectWriter(),
+                writer=writer,
             ),
             name="rillet-resync",
+        ),
+        asyncio.create_task(
+            scaler.run_forever(app_settings.scale_seconds), name="rillet-app-scaling"
         ),
     ]
     if operator.metrics_port:
         prometheus_client.start_http_server(operator.metrics_port, addr="0.0.0.0")
     logging.getLogger(__name__).info(
-        "Rillet operator started: Kafka %s, namespaces %s, resync every %ss",
+        "Rillet operator started: Kafka %s, namespaces %s, resync every %ss, Apps scaled every %ss",
         kafka.bootstrap,
         ",".join(operator.namespaces) or "all",
         operator.resync_seconds,
+        app_settings.scale_seconds,
     )
+
+
+def start_apps(
+    app_settings: AppSettings,
+    kafka: KafkaSettings,
+    writer: ObjectWriter,
+    indexes_kwargs: dict[str, Any],
+) -> tuple[appreconciling.AppDeps, appscaling.AppScaler]:
+    """What App reconciles use, and the scaling loop (not started yet)."""
+    kube = AppKube()
+    deps = appreconciling.AppDeps(
+        kube=kube,
+        views=indexes.AppViews.of(indexes_kwargs),
+        env=appreconciling.environment(
+            app_settings, kafka_bootstrap=kafka.bootstrap, apiserver_url=kube.apiserver_url
+        ),
+    )
+    lag = LagReader(kafka.client_config(), timeout=kafka.request_timeout_seconds)
+    return deps, appscaling.AppScaler(deps=deps, lag=lag, writer=writer)
 
 
 def tune_garbage_collection() -> None:
@@ -94,6 +131,8 @@ def tune_garbage_collection() -> None:
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    if "nudger" in memo:
+        await memo.nudger.stop()
     for task in memo.get("tasks", []):
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -89,10 +89,12 @@ def check_references(
 
 @dataclass(frozen=True)
 class StreamInput:
-    """An input read as a stream: its view name and the Kafka topic it reads."""
+    """An input read as a stream: its view name, the Kafka topic it reads, and whether a new
+    App reads it from the earliest offsets (startingOffsets: earliest)."""
 
     name: str
     topic: str
+    from_start: bool = False
 
 
 def stream_inputs(
@@ -110,7 +112,10 @@ def stream_inputs(
         external = (item.get("external") or {}).get("topicName")
         topic = kafka_names.get(topic_ref) if topic_ref else external
         if topic:
-            found.append(StreamInput(name=str(item["name"]), topic=str(topic)))
+            from_start = item.get("startingOffsets") == "earliest"
+            found.append(
+                StreamInput(name=str(item["name"]), topic=str(topic), from_start=from_start)
+            )
     return tuple(found)
 
 

@@ -1,0 +1,45 @@
+"""App handlers: every event reconciles the App as a whole (the scaling loop does the rest).
+
+No delete handler, so no finalizer: the App's objects carry owner references and the garbage
+collector removes them with it (the checkpoint volume stays, as a StatefulSet's claims do).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from rillet.api.v1alpha1 import objects
+from rillet.handlers import appreconciling
+from rillet.k8s import applying
+from rillet.reconcile import appobservations
+
+KIND = "App"
+PLURAL = "apps"
+RESOURCE = (objects.GROUP, objects.VERSION, PLURAL)
+MAX_RETRY_DELAY = 60.0
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE)
+async def reconcile_app(
+    body: kopf.Body, spec: kopf.Spec, patch: kopf.Patch, memo: kopf.Memo, retry: int, **_: Any
+) -> None:
+    # The Tables this App writes take its input partitions: reconcile them now, not at the
+    # next resync (this App is in the Apps index already: kopf indexes before handlers run).
+    memo.nudger.nudge(str(body["metadata"]["namespace"]), appobservations.written_tables(spec))
+    try:
+        report = await appreconciling.reconcile(body, memo.apps)
+    except (ApiException, HTTPError, OSError) as error:
+        raise kopf.TemporaryError(
+            f"the apiserver failed: {applying.describe(error)}",
+            delay=min(2.0**retry, MAX_RETRY_DELAY),
+        ) from error
+    for key, value in report.status_patch.items():
+        patch.status[key] = value
+    for note in report.notes:
+        kopf.event(body, type=note.type, reason=note.reason, message=note.message)

@@ -1,0 +1,216 @@
+"""Applying an App's Kubernetes objects, and reading its driver and executor pods.
+
+Objects go in by server-side apply as field manager `rillet-operator`, forced: the operator owns
+every field it sets on them, and a hand edit of one of those fields is taken back at the next
+reconcile. Fields the operator does not set (another controller's, a user's label) are left
+alone. A StatefulSet field the apiserver will not update (selector, serviceName, the checkpoint
+claim template: `drivers.replacement_reasons`) is changed by deleting the StatefulSet and
+creating it again; its checkpoint claim outlives it, so the new driver resumes from it.
+
+Requests use the official client's plain REST call in a worker thread and read the JSON as it
+comes (dicts, not the client's models: building models for a list of pods costs more CPU than
+the request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import quote
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from rillet.reconcile import appobjects, naming
+from rillet.reconcile.appobjects import drivers, metadata
+
+FIELD_MANAGER: Final = "rillet-operator"
+REQUEST_TIMEOUT_SECONDS: Final = 15.0
+# How long a replaced StatefulSet may take to go (it has no finalizers: normally at once).
+GONE_SECONDS: Final = 10.0
+
+_PLURALS: Final = {
+    "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+    "Service": "services",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "StatefulSet": "statefulsets",
+    "Pod": "pods",
+}
+# Every pod of every App, driver or executor (all carry these labels).
+APP_PODS_SELECTOR: Final = f"app.kubernetes.io/managed-by=rillet,{metadata.ROLE_LABEL}"
+
+
+def object_path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    """The REST path of a namespaced object (or of its collection, without a name)."""
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{prefix}/namespaces/{quote(namespace)}/{_PLURALS[kind]}"
+    return f"{path}/{quote(name)}" if name else path
+
+
+def path_of(obj: Mapping[str, Any]) -> str:
+    """The REST path of an object given in full (apiVersion, kind, metadata)."""
+    meta = obj["metadata"]
+    return object_path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+
+
+def spec_hash_of(stateful_set: Mapping[str, Any] | None) -> str | None:
+    """The spec hash on a StatefulSet's pod template (what the driver was started from)."""
+    template = ((stateful_set or {}).get("spec") or {}).get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    return annotations.get(metadata.SPEC_HASH_ANNOTATION)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What applying an App's objects changed about its driver."""
+
+    created: bool = False  # there was no StatefulSet: a new driver
+    rolled: bool = False  # the driver's pod template changed: the driver restarts
+    replaced: tuple[str, ...] = ()  # immutable StatefulSet fields that made it recreated
+
+
+class ApplyRefusedError(RuntimeError):
+    """The apiserver refused an object (invalid, or forbidden): retrying will not help."""
+
+
+def refusal_message(error: ApiException) -> str:
+    """The apiserver's own message of a refusal (its Status), else the HTTP reason."""
+    try:
+        status = json.loads(error.body or "{}")
+    except ValueError:
+        status = {}
+    message = status.get("message") if isinstance(status, dict) else None
+    return str(message or f"HTTP {error.status} {error.reason or ''}".strip())
+
+
+def describe(error: BaseException) -> str:
+    """One line for a failed call, for logs: the apiserver's message, never headers."""
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status}: {refusal_message(error)}"
+    return str(error) or type(error).__name__
+
+
+class AppKube:
+    """The Kubernetes calls of the App reconcile and the scaling loop."""
+
+    def __init__(self) -> None:
+        try:
+            config.load_incluster_config()  # type: ignore[no-untyped-call]
+        except config.ConfigException:
+            config.load_kube_config()  # type: ignore[no-untyped-call]
+        self._api = client.ApiClient()
+
+    @property
+    def apiserver_url(self) -> str:
+        """The apiserver as this operator reaches it (in a cluster: the kubernetes Service)."""
+        return str(self._api.configuration.host)
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+    ) -> Any:
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        request = self._api.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=query or [],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        response = self._api.call_api(*request, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        response.read()  # type: ignore[no-untyped-call]
+        text = response.data.decode("utf-8") if response.data else ""
+        if not 200 <= response.status <= 299:
+            ApiException.from_response(http_resp=response, body=text, data=None)
+        return json.loads(text) if text else None
+
+    def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
+        try:
+            return self._call("GET", path, query=query)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def _server_side_apply(self, obj: Mapping[str, Any]) -> None:
+        try:
+            self._call(
+                "PATCH",
+                path_of(obj),
+                query=[("fieldManager", FIELD_MANAGER), ("force", "true")],
+                body=dict(obj),
+                content_type="application/apply-patch+yaml",  # JSON is YAML
+            )
+        except ApiException as error:
+            if error.status in (400, 403, 422):
+                meta = obj["metadata"]
+                raise ApplyRefusedError(
+                    f"the apiserver refused {obj['kind']} {meta['name']}: {refusal_message(error)}"
+                ) from None
+            raise
+
+    def _replace_stateful_set(self, observed: Mapping[str, Any]) -> None:
+        """Delete the StatefulSet (this one, by uid) and wait until it is gone."""
+        path, uid = path_of(observed), observed["metadata"]["uid"]
+        options = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        try:
+            self._call("DELETE", path, body=options)
+        except ApiException as error:
+            if error.status not in (404, 409):  # gone already, or already another one
+                raise
+        deadline = time.monotonic() + GONE_SECONDS
+        while time.monotonic() < deadline:
+            current = self._get(path)
+            if current is None or current["metadata"]["uid"] != uid:
+                return
+            time.sleep(0.2)
+
+    def _apply(self, objects: appobjects.AppObjects) -> Applied:
+        observed = self._get(path_of(objects.stateful_set))
+        reasons = (
+            tuple(drivers.replacement_reasons(observed, objects.stateful_set)) if observed else ()
+        )
+        for obj in objects.in_apply_order():
+            if obj is objects.stateful_set and observed is not None and reasons:
+                self._replace_stateful_set(observed)
+            self._server_side_apply(obj)
+        return Applied(
+            created=observed is None,
+            rolled=observed is not None and spec_hash_of(observed) != objects.spec_hash,
+            replaced=reasons,
+        )
+
+    async def apply(self, objects: appobjects.AppObjects) -> Applied:
+        """Apply the App's objects in order; raises ApplyRefusedError for a refused object."""
+        return await asyncio.to_thread(self._apply, objects)
+
+    async def driver_pod(self, namespace: str, app: str) -> dict[str, Any] | None:
+        """The App's driver pod, None if there is none."""
+        path = object_path("v1", "Pod", namespace, naming.app_driver_pod_name(app))
+        return await asyncio.to_thread(self._get, path)
+
+    async def executor_pods(self, namespace: str, app: str) -> list[dict[str, Any]]:
+        """The App's executor pods."""
+        query = [("labelSelector", metadata.label_selector(app, "executor"))]
+        found = await asyncio.to_thread(self._get, object_path("v1", "Pod", namespace), query)
+        return list((found or {}).get("items") or [])
+
+    async def app_pods(self) -> list[dict[str, Any]]:
+        """Every driver and executor pod of every App, in one request (all namespaces)."""
+        query = [("labelSelector", APP_PODS_SELECTOR)]
+        found = await asyncio.to_thread(self._get, "/api/v1/pods", query)
+        return list((found or {}).get("items") or [])

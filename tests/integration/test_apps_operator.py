@@ -1,0 +1,407 @@
+"""The operator runs every App: its objects, its references, its driver's rights, its scaling.
+
+These need no running pod (the driver pod may stay Pending): what is checked is what the
+operator writes, and the apiserver's own answers.
+
+Test plan:
+- the objects of an App (ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet)
+  exist, owned by the App as controller, and the garbage collector removes them after the App
+  is deleted;
+- an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
+  then proceeds to its driver once the Topic exists;
+- the driver's real ServiceAccount token can create and delete pods and read its own App in its
+  namespace, and cannot read Secrets, touch another namespace, or read another App;
+- a Table applied together with the App that writes it is Ready within seconds, with the App's
+  input partitions, under an operator whose resync is 5 minutes away (also when the Table was
+  already waiting when the App came);
+- a spec a builder refuses (a Table input without a schema) is Stalled (InvalidSpec) with the
+  reason, and the operator carries on;
+- suspend: the StatefulSet goes to 0 replicas, the App is Suspended (Argo CD: Suspended, not
+  Progressing; no condition True); resuming brings the driver back;
+- scaling without pods: the executor cap follows the input partitions (a Topic grown from 2 to
+  6 partitions raises it within seconds); lag committed to the App's consumer group raises the
+  desired count (never past the cap) and, once drained, lowers it after the stabilization
+  window, with an ExecutorsScaled Event per change.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from rillet.devstack.controlplane import write_service_account_kubeconfig
+from rillet.devstack.operating import OperatorProcess
+
+from .conftest import Kube
+from .kafka_reads import kafka_partitions
+from .objects import apply, condition, events, exists, get, topic, wait_condition
+from .polling import wait_for
+from .test_argocd_health import argocd_health
+
+IMAGE = "rillet/spark-runtime:0.1.0"
+OWNED = (
+    ("serviceaccount", "{app}-driver"),
+    ("role", "{app}-driver"),
+    ("rolebinding", "{app}-driver"),
+    ("configmap", "{app}-run"),
+    ("service", "{app}-driver"),
+    ("statefulset", "{app}-driver"),
+)
+
+
+Names = Callable[[str], str]
+
+
+@pytest.fixture
+def names(kafka_prefix: str) -> Names:
+    """Object names of the test: under its Kafka prefix, so its topics are cleaned up."""
+    return lambda what: f"{kafka_prefix}-{what}"
+
+
+def table(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "Table",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"valueFormat": "json", "valueSchema": "word STRING, n BIGINT", **spec},
+    }
+
+
+def app(name: str, namespace: str, *, reads: str, writes: str, **spec: Any) -> dict[str, Any]:
+    """An App counting words of a Topic into a Table."""
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": IMAGE,
+            "inputs": [{"name": "src", "topicRef": {"name": reads}, "format": "string"}],
+            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM src GROUP BY value"},
+            "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
+            **spec,
+        },
+    }
+
+
+def applied_app(
+    kube: Kube, namespace: str, names: Names, suffix: str = "", **spec: Any
+) -> tuple[str, dict[str, Any]]:
+    """A Topic, a Table and the App between them, applied; the App once past its references."""
+    words, counts, name = names(f"words{suffix}"), names(f"counts{suffix}"), names(f"app{suffix}")
+    apply(
+        kube,
+        topic(words, namespace, partitions=spec.pop("partitions", 2)),
+        table(counts, namespace),
+        app(name, namespace, reads=words, writes=counts, **spec),
+    )
+    found = wait_for(
+        lambda: (
+            (obj := get(kube, "app", name, namespace)).get("status", {}).get("executors")
+            and condition(obj, "Ready").get("reason") not in (None, "WaitingForTopics")
+            and obj
+        ),
+        timeout=60,
+        what=f"App {name} past its references",
+    )
+    return name, found
+
+
+def absent(kube: Kube, kind: str, name: str, namespace: str) -> bool:
+    return not exists(kube, kind, name, namespace)
+
+
+def owner_of(kube: Kube, kind: str, name: str, namespace: str) -> list[tuple[str, str, bool]]:
+    refs = get(kube, kind, name, namespace)["metadata"].get("ownerReferences") or []
+    return [(r["kind"], r["uid"], bool(r.get("controller"))) for r in refs]
+
+
+@pytest.mark.usefixtures("operator")
+def test_objects_are_owned_by_the_app_and_go_with_it(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    name, obj = applied_app(kube, namespace, names)
+    uid = obj["metadata"]["uid"]
+    for kind, pattern in OWNED:
+        child = pattern.format(app=name)
+        wait_for(functools.partial(exists, kube, kind, child, namespace), what=f"{kind} {child}")
+        assert owner_of(kube, kind, child, namespace) == [("App", uid, True)]
+
+    kube.kubectl("delete", "app", name, "-n", namespace)
+    for kind, pattern in OWNED:
+        child = pattern.format(app=name)
+        wait_for(
+            functools.partial(absent, kube, kind, child, namespace),
+            timeout=60,
+            what=f"{kind} {child} garbage-collected",
+        )
+
+
+@pytest.mark.usefixtures("operator")
+def test_missing_topic_is_reported_then_the_app_proceeds(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    words, counts, name = names("later"), names("counts"), names("waiter")
+    apply(kube, table(counts, namespace), app(name, namespace, reads=words, writes=counts))
+    waiting = wait_condition(
+        kube, "app", name, namespace, condition_type="Reconciling", reason="WaitingForTopics"
+    )
+    assert f"Topic {words} not found" in condition(waiting, "Reconciling")["message"]
+    assert waiting["status"]["phase"] == "Pending"
+    assert not exists(kube, "statefulset", f"{name}-driver", namespace)
+    wait_for(
+        lambda: [e for e in events(kube, namespace, name) if e["reason"] == "WaitingForTopics"],
+        timeout=20,
+        what="a WaitingForTopics Event",
+    )
+
+    apply(kube, topic(words, namespace, partitions=2))
+    wait_for(
+        lambda: exists(kube, "statefulset", f"{name}-driver", namespace),
+        timeout=30,
+        what="the driver StatefulSet once the Topic exists",
+    )
+    proceeded = get(kube, "app", name, namespace)
+    assert condition(proceeded, "Ready")["reason"] != "WaitingForTopics"
+
+
+def can_i(kubeconfig: Path, *args: str) -> bool:
+    kube = Kube(kubeconfig=kubeconfig)
+    result = kube.kubectl("auth", "can-i", *args, check=False)
+    answer = result.stdout.strip()
+    assert answer.startswith(("yes", "no")), (answer, result.stderr)
+    return answer.startswith("yes")
+
+
+@pytest.mark.usefixtures("operator")
+def test_driver_service_account_has_exactly_its_rights(
+    kube: Kube, namespace: str, names: Names, tmp_path: Path
+) -> None:
+    name, _ = applied_app(kube, namespace, names)
+    wait_for(lambda: exists(kube, "rolebinding", f"{name}-driver", namespace), what="RoleBinding")
+    driver = write_service_account_kubeconfig(
+        kube.kubeconfig, tmp_path / "driver.kubeconfig", namespace=namespace, name=f"{name}-driver"
+    )
+    other = f"t-{uuid.uuid4().hex[:10]}"  # never created: rights are checked, not objects
+
+    assert can_i(driver, "create", "pods", "-n", namespace)
+    assert can_i(driver, "delete", "pods", "-n", namespace)
+    assert can_i(driver, "create", "configmaps", "-n", namespace)
+    assert can_i(driver, "get", f"apps.rillet.io/{name}", "-n", namespace)
+    assert not can_i(driver, "get", "secrets", "-n", namespace)
+    assert not can_i(driver, "list", "secrets", "-n", namespace)
+    assert not can_i(driver, "create", "pods", "-n", other)
+    assert not can_i(driver, "get", "pods", "-n", other)
+    assert not can_i(driver, "get", "apps.rillet.io/someone-else", "-n", namespace)
+    assert not can_i(driver, "patch", f"apps.rillet.io/{name}", "-n", namespace)
+    assert not can_i(driver, "create", "roles", "-n", namespace)
+    assert not can_i(driver, "list", "nodes")
+
+
+def ready_seconds(kube: Kube, name: str, namespace: str, started: float) -> float:
+    wait_condition(kube, "table", name, namespace, timeout=60)
+    return time.monotonic() - started
+
+
+def test_table_applied_with_its_writer_is_ready_within_seconds(
+    kube: Kube,
+    names: Names,
+    kafka_admin: AdminClient,
+    lone_operator: Callable[..., OperatorProcess],
+    measurement: Callable[[str], None],
+) -> None:
+    own = lone_operator(resync_seconds=300)  # a Table waiting for the resync would show
+    own.start()
+    namespace = own.namespace_pattern
+    words, counts, name = names("words"), names("counts"), names("writer")
+    apply(kube, topic(words, namespace, partitions=3))
+    wait_condition(kube, "topic", words, namespace)  # the operator is up: time only what follows
+    started = time.monotonic()
+    apply(kube, table(counts, namespace), app(name, namespace, reads=words, writes=counts))
+    together = ready_seconds(kube, counts, namespace, started)
+    measurement(f"Table Ready {together:.1f} s after being applied with its writer App")
+    assert together < 15
+    assert kafka_partitions(kafka_admin, counts) == 3
+
+    later_counts, later = names("counts2"), names("writer2")
+    apply(kube, table(later_counts, namespace))
+    wait_condition(
+        kube,
+        "table",
+        later_counts,
+        namespace,
+        condition_type="Reconciling",
+        reason="WaitingForPartitions",
+    )
+    started = time.monotonic()
+    apply(kube, app(later, namespace, reads=words, writes=later_counts))
+    after = ready_seconds(kube, later_counts, namespace, started)
+    measurement(f"waiting Table Ready {after:.1f} s after its writer App was applied")
+    assert after < 15
+    assert get(kube, "table", later_counts, namespace)["status"]["writers"] == [later]
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_spec_the_operator_cannot_build_is_stalled(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    words, counts, schemaless = names("words"), names("counts"), names("lookup")
+    name = names("broken")
+    lookup = table(schemaless, namespace, partitions=2)
+    del lookup["spec"]["valueSchema"]
+    broken = app(name, namespace, reads=words, writes=counts)
+    broken["spec"]["inputs"].append({"name": "lookup", "tableRef": {"name": schemaless}})
+    apply(kube, topic(words, namespace, partitions=2), table(counts, namespace), lookup, broken)
+
+    stalled = wait_condition(
+        kube, "app", name, namespace, condition_type="Stalled", reason="InvalidSpec"
+    )
+    assert "has no valueSchema" in condition(stalled, "Stalled")["message"]
+    assert stalled["status"]["phase"] == "Failed"
+    assert argocd_health(stalled)[0] == "Degraded"
+
+    fine, _ = applied_app(kube, namespace, names, "2")  # the operator carries on
+    assert exists(kube, "statefulset", f"{fine}-driver", namespace)
+
+
+def replicas(kube: Kube, name: str, namespace: str) -> int:
+    return int(get(kube, "statefulset", f"{name}-driver", namespace)["spec"]["replicas"])
+
+
+@pytest.mark.usefixtures("operator")
+def test_suspend_stops_the_driver_and_resume_brings_it_back(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    name, _ = applied_app(kube, namespace, names)
+    assert replicas(kube, name, namespace) == 1
+
+    kube.kubectl(
+        "patch", "app", name, "-n", namespace, "--type=merge", "-p", '{"spec": {"suspend": true}}'
+    )
+    suspended = wait_condition(
+        kube,
+        "app",
+        name,
+        namespace,
+        condition_type="Reconciling",
+        status="False",
+        reason="Suspended",
+    )
+    assert suspended["status"]["phase"] == "Suspended"
+    assert [condition(suspended, c)["status"] for c in ("Ready", "Reconciling", "Stalled")] == [
+        "False",
+        "False",
+        "False",
+    ]
+    assert argocd_health(suspended)[0] == "Suspended"
+    assert replicas(kube, name, namespace) == 0
+
+    kube.kubectl(
+        "patch", "app", name, "-n", namespace, "--type=merge", "-p", '{"spec": {"suspend": false}}'
+    )
+    wait_for(lambda: replicas(kube, name, namespace) == 1, timeout=30, what="replicas back to 1")
+    resumed = wait_for(
+        lambda: (
+            (obj := get(kube, "app", name, namespace))["status"].get("phase") != "Suspended"
+            and obj["status"].get("observedGeneration") == obj["metadata"]["generation"]
+            and obj
+        ),
+        timeout=30,
+        what="the App no longer Suspended",
+    )
+    assert argocd_health(resumed)[0] != "Suspended"
+
+
+def executors(kube: Kube, name: str, namespace: str) -> dict[str, Any]:
+    return dict(get(kube, "app", name, namespace).get("status", {}).get("executors") or {})
+
+
+def produce(bootstrap: str, topic_name: str, per_partition: int, partitions: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    for partition in range(partitions):
+        for i in range(per_partition):
+            producer.produce(topic_name, value=f"w{i}".encode(), partition=partition)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit offsets to the App's group as its runtime does (never subscribing)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+@pytest.mark.usefixtures("operator")
+def test_executors_follow_partitions_and_lag(
+    kube: Kube, namespace: str, names: Names, kafka_bootstrap: str
+) -> None:
+    scaling = {
+        "minExecutors": 1,
+        "maxExecutors": 8,
+        "lagTarget": 1000,
+        "stabilizationWindowSeconds": 6,
+    }
+    name, obj = applied_app(kube, namespace, names, partitions=2, scaling=scaling)
+    words = obj["spec"]["inputs"][0]["topicRef"]["name"]
+    group = f"rillet.{namespace}.{name}"
+    first = wait_for(
+        lambda: (found := executors(kube, name, namespace)).get("cap") == 2 and found,
+        timeout=30,
+        what="executors capped at the 2 partitions",
+    )
+    assert first["desired"] == 1  # no lag known yet: minExecutors
+
+    kube.kubectl(
+        "patch",
+        "topic",
+        words,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"partitions": 6}}',
+    )
+    grown = time.monotonic()
+    wait_for(
+        lambda: executors(kube, name, namespace).get("cap") == 6,
+        timeout=30,
+        what="the cap raised to the 6 partitions",
+    )
+    assert time.monotonic() - grown < 15
+
+    # 9,000 records behind over 6 partitions: lag 9,000 asks for 9 executors, the cap is 6.
+    produce(kafka_bootstrap, words, per_partition=1500, partitions=6)
+    commit(kafka_bootstrap, group, {(words, p): 0 for p in range(6)})
+    capped = wait_for(
+        lambda: (found := executors(kube, name, namespace)).get("desired") == 6 and found,
+        timeout=60,
+        what="desired executors up to the cap",
+    )
+    assert capped["cap"] == 6
+    status = get(kube, "app", name, namespace)["status"]
+    assert status["lag"] == 9000
+    assert status["inputs"] == [{"name": "src", "topic": words, "partitions": 6, "lag": 9000}]
+
+    commit(kafka_bootstrap, group, {(words, p): 1500 for p in range(6)})
+    wait_for(
+        lambda: executors(kube, name, namespace).get("desired") == 1,
+        timeout=60,
+        what="desired executors back to minExecutors once the lag is gone",
+    )
+    scaled = [e for e in events(kube, namespace, name) if e["reason"] == "ExecutorsScaled"]
+    assert any("1 to 6" in e["message"] for e in scaled), [e["message"] for e in scaled]
+    assert any("6 to 1" in e["message"] for e in scaled), [e["message"] for e in scaled]

@@ -1,0 +1,332 @@
+"""The App reconcile and the scaling loop, their decisions without a cluster.
+
+Test plan:
+- resolve: an App whose Topics and Tables are all there and Ready gets its objects (owned by
+  it, reading the Kafka topic of its Topic); a missing reference and one not Ready are named;
+  inputs and the written Table of different partition counts are reported; a spec a builder
+  refuses (a Table input without a schema) and one the model refuses are InvalidSpec, in one
+  line, never an exception;
+- the observation after a reconcile keeps the scaling loop's figures, for inputs still in the
+  spec; a suspended App has none;
+- Events: one when the standing's reason changes, one when a stalled App's message changes,
+  none for a running App's changing figures; what applying did to the driver;
+- the scaling loop takes settled, unsuspended Apps not held back by their spec; it reconciles
+  settled Apps held back by their spec; an Event only when the count changes; pods grouped by
+  namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App;
+  a pass observes each input's partitions and lag (unknown where Kafka told nothing), the
+  driver pod with its progress, and the Running executors;
+- the environment: the App settings win over what the operator itself uses;
+- REST paths of the App's objects, the spec hash of a StatefulSet, a refusal's message.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from rillet.handlers import appreconciling, appscaling, indexes
+from rillet.k8s import applying
+from rillet.kafka.lag import TopicLag
+from rillet.reconcile import appobservations, appstatus, scaling, statuses
+from rillet.reconcile.appobjects import AppEnvironment
+from rillet.settings import AppSettings
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+ENV = AppEnvironment(kafka_bootstrap="kafka:9092")
+NAMESPACE = "team"
+UID = "7d3c0a8e-0000-4000-8000-000000000001"
+READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
+
+
+def _wordcount() -> dict[str, dict[str, Any]]:
+    """The example's objects as the apiserver returns them (namespace, uid, Ready statuses)."""
+    documents = yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8"))
+    found = {}
+    for document in documents:
+        document["metadata"] |= {"namespace": NAMESPACE, "uid": UID, "generation": 1}
+        if document["kind"] != "App":
+            document["status"] = copy.deepcopy(READY)
+        found[document["kind"]] = document
+    return found
+
+
+def _views(*bodies: dict[str, Any]) -> indexes.AppViews:
+    def index(kind: str) -> Any:
+        return {(NAMESPACE, b["metadata"]["name"]): [b] for b in bodies if b["kind"] == kind}
+
+    return indexes.AppViews(
+        topic_objects=cast(Any, index("Topic")),
+        table_objects=cast(Any, index("Table")),
+        app_objects=cast(Any, index("App")),
+    )
+
+
+def test_an_app_with_everything_ready_gets_its_objects() -> None:
+    found = _wordcount()
+    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    assert resolution.objects is not None
+    assert not resolution.spec_problems
+    assert resolution.references.ok
+    owners = resolution.objects.stateful_set["metadata"]["ownerReferences"]
+    assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("App", "wordcount", UID)]
+    run_spec = json.loads(resolution.objects.config_map["data"]["run-spec.json"])
+    assert [i["topic"] for i in run_spec["inputs"]] == ["sentences"]
+    assert run_spec["bootstrap_servers"] == "kafka:9092"
+
+
+def test_missing_and_unready_references_are_named() -> None:
+    found = _wordcount()
+    found["Table"]["status"] = {}
+    resolution = appreconciling.resolve(found["App"], _views(found["Table"]), ENV)
+    assert resolution.objects is None
+    assert resolution.references.missing == ("Topic sentences",)
+    assert resolution.references.unready == ("Table word-counts",)
+
+
+def test_a_written_table_of_another_partition_count_is_reported() -> None:
+    found = _wordcount()
+    found["Table"]["spec"]["partitions"] = 2
+    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    assert resolution.objects is None
+    assert resolution.copartitioning == (
+        "Table word-counts has 2 partitions but the inputs have 3: set its spec.partitions to 3 "
+        "(or remove it to follow the inputs)",
+    )
+
+
+def test_a_spec_the_builders_refuse_is_a_problem_not_an_exception() -> None:
+    found = _wordcount()
+    del found["Table"]["spec"]["valueSchema"]
+    found["Table"]["spec"]["valueFormat"] = "json"
+    found["App"]["spec"]["inputs"].append({"name": "counts", "tableRef": {"name": "word-counts"}})
+    views = _views(found["Topic"], found["Table"])
+    resolution = appreconciling.resolve(found["App"], views, ENV)
+    assert resolution.objects is None
+    assert resolution.spec_problems == (
+        "input counts: Table word-counts has no valueSchema; give the input a schema",
+    )
+
+
+def test_a_spec_the_model_refuses_is_one_line() -> None:
+    found = _wordcount()
+    found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 2}
+    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    (problem,) = resolution.spec_problems
+    assert "minExecutors must not exceed scaling.maxExecutors" in problem
+    assert "\n" not in problem
+    assert "https://" not in problem
+
+
+def test_an_observation_keeps_the_scaling_loops_figures() -> None:
+    app = _wordcount()["App"]
+    app["status"] = {
+        "executors": {"desired": 3, "cap": 3, "ready": 1},
+        "inputs": [
+            {"name": "sentences", "topic": "sentences", "partitions": 3, "lag": 40},
+            {"name": "gone", "topic": "old", "partitions": 1, "lag": 1},
+        ],
+    }
+    running = {"metadata": {}, "status": {"phase": "Running"}}
+    observation = appreconciling.observe(
+        app, appreconciling.Resolution(), driver_pod=None, executor_pods=[running, running]
+    )
+    assert (observation.executors_desired, observation.executors_cap) == (3, 3)
+    assert observation.executors_ready == 2
+    assert observation.inputs == (
+        appstatus.InputObservation(name="sentences", topic="sentences", partitions=3, lag=40),
+    )
+    app["spec"]["suspend"] = True
+    suspended = appreconciling.observe(
+        app, appreconciling.Resolution(), driver_pod=None, executor_pods=[]
+    )
+    assert (suspended.executors_desired, suspended.executors_cap, suspended.inputs) == (
+        None,
+        None,
+        (),
+    )
+
+
+def _standing(state: statuses.State, reason: str, message: str) -> appstatus.Standing:
+    return appstatus.Standing("Running", statuses.Verdict(state, reason, message))
+
+
+def _status(reason: str, message: str) -> dict[str, Any]:
+    return {"conditions": [{"type": "Ready", "reason": reason, "message": message}]}
+
+
+def test_events_follow_changes_of_standing_not_of_figures() -> None:
+    running = _status("Running", "the driver is running, lag 10 records")
+    busier = _standing("ready", "Running", "the driver is running, lag 99 records")
+    assert appreconciling.standing_notes(running, busier) == ()
+    crashed = _standing("stalled", "DriverCrashLooping", "ValueError: boom")
+    assert appreconciling.standing_notes(running, crashed) == (
+        appreconciling.Note("Warning", "DriverCrashLooping", "ValueError: boom"),
+    )
+    stalled = _status("DriverCrashLooping", "ValueError: boom")
+    assert appreconciling.standing_notes(stalled, crashed) == ()
+    other = _standing("stalled", "DriverCrashLooping", "KeyError: 'x'")
+    assert appreconciling.standing_notes(stalled, other)[0].type == "Warning"
+    assert appreconciling.standing_notes(None, busier)[0] == appreconciling.Note(
+        "Normal", "Running", "the driver is running, lag 99 records"
+    )
+
+
+def test_events_say_what_applying_did_to_the_driver() -> None:
+    assert appreconciling.applied_notes("clicks", None) == ()
+    assert appreconciling.applied_notes("clicks", applying.Applied()) == ()
+    (created,) = appreconciling.applied_notes("clicks", applying.Applied(created=True))
+    assert (created.reason, "clicks-driver" in created.message) == ("DriverCreated", True)
+    (replaced,) = appreconciling.applied_notes(
+        "clicks", applying.Applied(replaced=("volumeClaimTemplates",), rolled=True)
+    )
+    assert replaced.reason == "DriverReplaced"
+    assert "volumeClaimTemplates" in replaced.message
+    (rolled,) = appreconciling.applied_notes("clicks", applying.Applied(rolled=True))
+    assert rolled.reason == "DriverRolling"
+
+
+def _app(reason: str | None, *, observed: int = 2, suspend: bool = False) -> dict[str, Any]:
+    status: dict[str, Any] = {"observedGeneration": observed}
+    if reason:
+        status |= _status(reason, "")
+    return {
+        "metadata": {"name": "clicks", "namespace": NAMESPACE, "uid": UID, "generation": 2},
+        "spec": {"suspend": suspend},
+        "status": status,
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "scalable", "reconciled"),
+    [
+        (_app("Running"), True, False),
+        (_app("DriverCrashLooping"), True, False),
+        (_app("DriverStarting", observed=1), False, False),
+        (_app("Running", suspend=True), False, False),
+        (_app("WaitingForTopics"), False, True),
+        (_app("TopicsNotCoPartitioned"), False, True),
+        (_app("InvalidSpec"), False, True),
+        (_app("WaitingForTopics", observed=1), False, False),
+    ],
+)
+def test_which_apps_the_loop_scales_or_reconciles(
+    body: dict[str, Any], scalable: bool, reconciled: bool
+) -> None:
+    assert appscaling.is_scalable(body) is scalable
+    assert appscaling.needs_reconcile(body) is reconciled
+
+
+def test_an_event_only_when_the_count_changes() -> None:
+    decision = scaling.ScalingDecision(
+        desired=4, cap=6, reason="LagAbovePerExecutorTarget", message="lag of 4000", history=()
+    )
+    assert appscaling.scale_note(4, decision) == ()
+    (note,) = appscaling.scale_note(2, decision)
+    assert (note.reason, note.message) == ("ExecutorsScaled", "executors 2 to 4: lag of 4000")
+    assert appscaling.scale_note(None, decision)[0].message == "executors 4: lag of 4000"
+
+
+def test_pods_grouped_by_namespace_app_and_role() -> None:
+    def pod(namespace: str, app: str, role: str) -> dict[str, Any]:
+        labels = {"rillet.io/app": app, "rillet.io/role": role}
+        return {"metadata": {"namespace": namespace, "labels": labels}}
+
+    pods = [pod("a", "x", "driver"), pod("a", "x", "executor"), pod("a", "x", "executor")]
+    pods.append(pod("b", "x", "executor"))
+    grouped = appscaling.group_pods(pods)
+    assert {key: len(found) for key, found in grouped.items()} == {
+        ("a", "x", "driver"): 1,
+        ("a", "x", "executor"): 2,
+        ("b", "x", "executor"): 1,
+    }
+
+
+def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
+    found = _wordcount()
+    found["Topic"]["spec"]["topicName"] = "text.sentences"
+    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    assert target.group == f"rillet.{NAMESPACE}.wordcount"
+    assert target.inputs == (
+        appobservations.StreamInput(name="sentences", topic="text.sentences", from_start=True),
+    )
+    assert target.key == (NAMESPACE, "wordcount")
+
+
+def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
+    found = _wordcount()
+    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    assert appscaling.observe_inputs(target, {}) == (
+        appstatus.InputObservation(name="sentences", topic="sentences"),
+    )
+    lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=1200)}
+    inputs = appscaling.observe_inputs(target, lags)
+    assert inputs[0].lag == 1200
+    driver = {
+        "metadata": {"annotations": {"rillet.io/progress": '{"rowsPerSecond": 12.5}'}},
+        "status": {"phase": "Running", "containerStatuses": [{"name": "driver", "ready": True}]},
+    }
+    running: dict[str, Any] = {"metadata": {}, "status": {"phase": "Running"}}
+    pods: dict[appscaling.PodKey, list[Mapping[str, Any]]] = {
+        (NAMESPACE, "wordcount", "driver"): [driver],
+        (NAMESPACE, "wordcount", "executor"): [running, running, {"status": {}}],
+    }
+    decision = scaling.ScalingDecision(desired=2, cap=3, reason="r", message="m", history=())
+    observation = appscaling.observe(target, inputs, decision, pods)
+    assert observation.driver is not None
+    assert observation.driver.ready
+    assert (observation.executors_desired, observation.executors_ready) == (2, 2)
+    assert (observation.executors_cap, observation.rows_per_second) == (3, 12.5)
+    alone = appscaling.observe(target, inputs, decision, {})
+    assert (alone.driver, alone.executors_ready) == (None, 0)
+
+
+def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
+    own = appreconciling.environment(
+        AppSettings(), kafka_bootstrap="127.0.0.1:9092", apiserver_url="https://10.96.0.1:443"
+    )
+    assert (own.kafka_bootstrap, own.apiserver_url) == ("127.0.0.1:9092", "https://10.96.0.1:443")
+    monkeypatch.setenv("RILLET_APP_KAFKA_BOOTSTRAP", "kafka.pods:9092")
+    monkeypatch.setenv("RILLET_APP_APISERVER_URL", "https://api.pods:6443")
+    monkeypatch.setenv("RILLET_APP_IMAGE_PULL_POLICY", "Never")
+    monkeypatch.setenv("RILLET_APP_STORAGE_CLASS", "fast")
+    env = appreconciling.environment(
+        AppSettings(), kafka_bootstrap="127.0.0.1:9092", apiserver_url="https://10.96.0.1:443"
+    )
+    assert (env.kafka_bootstrap, env.apiserver_url) == ("kafka.pods:9092", "https://api.pods:6443")
+    assert (env.image_pull_policy, env.storage_class) == ("Never", "fast")
+
+
+def test_rest_paths_of_the_apps_objects() -> None:
+    assert applying.object_path("v1", "ConfigMap", "team", "clicks-run") == (
+        "/api/v1/namespaces/team/configmaps/clicks-run"
+    )
+    assert applying.object_path("rbac.authorization.k8s.io/v1", "Role", "team", "x") == (
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles/x"
+    )
+    assert applying.object_path("v1", "Pod", "team") == "/api/v1/namespaces/team/pods"
+    stateful_set = {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "clicks-driver", "namespace": "team"},
+        "spec": {"template": {"metadata": {"annotations": {"rillet.io/spec-hash": "abc"}}}},
+    }
+    assert applying.path_of(stateful_set) == (
+        "/apis/apps/v1/namespaces/team/statefulsets/clicks-driver"
+    )
+    assert applying.spec_hash_of(stateful_set) == "abc"
+    assert applying.spec_hash_of(None) is None
+
+
+def test_a_refusal_says_what_the_apiserver_said() -> None:
+    body = json.dumps({"kind": "Status", "message": 'StatefulSet "x" is invalid: spec: Forbidden'})
+    error = ApiException(status=422, reason="Unprocessable Entity", body=body)
+    assert applying.refusal_message(error) == 'StatefulSet "x" is invalid: spec: Forbidden'
+    plain = ApiException(status=403, reason="Forbidden", body="not json")
+    assert applying.refusal_message(plain) == "HTTP 403 Forbidden"
