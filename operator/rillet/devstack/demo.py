@@ -97,13 +97,16 @@ def _drop_topics_of_earlier_runs(state: StackState) -> None:
 
 
 def _helm(state: StackState, *args: str) -> str:
-    return subprocess.run(
+    result = subprocess.run(
         [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={state.kubeconfig}", *args],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         timeout=300,
-    ).stdout
+    )
+    if result.returncode != 0:  # helm says what went wrong on stderr: show it
+        raise RuntimeError(f"helm {args[0]} failed: {result.stderr.strip()}")
+    return result.stdout
 
 
 def _install_operator(state: StackState, say: Say) -> None:
