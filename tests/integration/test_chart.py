@@ -47,7 +47,7 @@ def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         check=True,
-        timeout=120,
+        timeout=300,  # `helm install --wait` of a pod that must start: up to 240 s
     )
 
 

@@ -16,7 +16,6 @@ see the `stack` fixture.)
 from __future__ import annotations
 
 import json
-import subprocess
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -26,12 +25,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.devstack import node as devnode
-from rillet.devstack import provisioning
 from rillet.devstack import stack as devstack
 
-from .conftest import REPO, Kube
+from .conftest import Kube
 from .objects import apply, get, topic, wait_condition
 from .polling import wait_for
+from .test_chart import CHART, helm
 
 RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
@@ -176,16 +175,6 @@ def test_a_runtime_pod_reads_kafka_through_sparks_connector(
         kafka_admin.delete_topics([name])
 
 
-def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={kube.kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
-    )
-
-
 def test_the_chart_runs_the_operator_image_which_reconciles_topics(
     kube: Kube,
     node_stack: devstack.StackState,
@@ -200,7 +189,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         kube,
         "install",
         "rillet",
-        str(REPO / "charts" / "rillet"),
+        str(CHART),
         "--namespace",
         restricted_namespace,
         "--set",
