@@ -219,7 +219,9 @@ def operator_run(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     settings = OperatorSettings()
-    namespaces = namespace or settings.namespaces
+    if namespace:  # the command line wins over RILLET_NAMESPACES
+        settings = settings.model_copy(update={"namespaces": namespace})
+    namespaces = settings.namespaces
     health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
     asyncio.run(
         kopf.operator(
@@ -227,6 +229,7 @@ def operator_run(
             clusterwide=not namespaces,
             namespaces=namespaces,
             liveness_endpoint=health,
+            memo=kopf.Memo(operator=settings),
         )
     )
 

@@ -66,7 +66,8 @@ def stack() -> Iterator[devstack.StackState]:
     """The stack; one this session started is stopped at the end, and must leave nothing
     behind (no process, mount, bridge, iptables chain, changed sysctl or path of its node)."""
     existing = devstack.running()
-    state = existing or devstack.up(brokers=1)
+    # A reused stack gets the images of the sources as they are (rebuilt only if changed).
+    state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
     yield state
     if existing is None:
         devstack.down()

@@ -56,7 +56,7 @@ SCALING = {
 @pytest.fixture
 def runtime_image(stack: devstack.StackState) -> str:
     if stack.node is None or "runtime" not in stack.node.images:
-        pytest.skip("the stack has no node (or no runtime image): nothing runs pods")
+        pytest.fail("the stack runs without a node (`rillet dev up --no-node`); this test needs it")
     return stack.node.images["runtime"]
 
 

@@ -341,7 +341,37 @@ def test_executor_pod_template_is_restricted_and_runs_the_executor_entrypoint() 
         "requests": {"cpu": "1", "memory": "4Gi"},
         "limits": {"memory": "4Gi"},
     }
-    assert container["volumeMounts"] == [{"name": "tmp", "mountPath": "/tmp"}]
+    assert container["volumeMounts"] == [
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "checkpoint", "mountPath": "/var/lib/rillet/checkpoints"},
+    ]
+
+
+def test_executors_share_the_drivers_checkpoint_claim_on_its_node() -> None:
+    # Executors write the state stores under the checkpoint: same claim, same path as the driver.
+    template = pods.build_executor_pod_template(_context())
+
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert volumes["checkpoint"]["persistentVolumeClaim"] == {
+        "claimName": "checkpoint-wordcount-driver-0"
+    }
+    (term,) = template["spec"]["affinity"]["podAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["labelSelector"]["matchLabels"] == {
+        "rillet.io/app": "wordcount",
+        "rillet.io/role": "driver",
+    }
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_executors_of_a_remote_checkpoint_go_anywhere() -> None:
+    template = pods.build_executor_pod_template(_context(checkpoint={"location": "s3a://b/wc"}))
+
+    assert "affinity" not in template["spec"]
+    assert [v["name"] for v in template["spec"]["volumes"]] == ["tmp"]
+    (container,) = template["spec"]["containers"]
+    assert [m["name"] for m in container["volumeMounts"]] == ["tmp"]
 
 
 @pytest.mark.parametrize(

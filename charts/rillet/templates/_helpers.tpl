@@ -1,5 +1,9 @@
 {{- define "rillet.name" -}}rillet-operator{{- end -}}
 
+{{/* Cluster-scoped objects carry the release's namespace: two releases (say one operator per
+team namespace) would otherwise fight over one ClusterRole and the second install fail. */}}
+{{- define "rillet.clusterName" -}}{{ .Release.Namespace }}-rillet-operator{{- end -}}
+
 {{- define "rillet.labels" -}}
 app.kubernetes.io/name: rillet
 app.kubernetes.io/component: operator

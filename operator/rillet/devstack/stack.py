@@ -107,7 +107,7 @@ def up(*, brokers: int = 1, with_node: bool = True, report: Reporter = silent) -
     """Start the stack (reusing a running one of the same shape) and return it."""
     current = running()
     if current and current.kafka_brokers == brokers and (current.node is not None) == with_node:
-        return current
+        return with_current_images(current, report=report)
     if with_node and (reason := node.can_run_node()):
         raise NodeUnavailableError(
             f"{reason}; `rillet dev up --no-node` starts the stack without it"
@@ -164,6 +164,10 @@ def _start(*, brokers: int, with_node: bool, report: Reporter) -> StackState:
 def _started(state: StackState, *records: ProcessRecord) -> None:
     """Record started processes at once, so a failed or interrupted `up` is undone by `down`."""
     state.processes += records
+    _save(state)
+
+
+def _save(state: StackState) -> None:
     _state_file().parent.mkdir(parents=True, exist_ok=True)
     _state_file().write_text(state.model_dump_json(indent=2))
 
@@ -241,6 +245,22 @@ def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Report
                 helper_image=versions.BASE_IMAGE,
             ),
         )
+
+
+def with_current_images(state: StackState, *, report: Reporter = silent) -> StackState:
+    """A reused stack runs the images of the sources as they are now: changed Dockerfiles or
+    operator code are rebuilt (unchanged ones cost a content hash) and imported."""
+    if state.node is None:
+        return state
+    socket = node.NodeLayout(state.node.root).containerd_socket
+    built = images.build_project_images(REPOSITORY, report=report)
+    for name, image in built.items():
+        if state.node.images.get(name) != image:
+            images.import_into_containerd(image, socket=socket, report=report)
+    if built != state.node.images:
+        state.node.images = built
+        _save(state)
+    return state
 
 
 def _images(node_layout: node.NodeLayout, *, report: Reporter) -> dict[str, str]:

@@ -26,7 +26,8 @@ GC_YOUNG_THRESHOLD = 10_000
 
 @kopf.on.startup()
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any) -> None:
-    operator = OperatorSettings()
+    # As `rillet operator run` resolved them (its --namespace wins); the environment otherwise.
+    operator = memo.get("operator") or OperatorSettings()
     kafka = KafkaSettings()
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="rillet.io")
@@ -95,6 +96,16 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         operator.resync_seconds,
         app_settings.scale_seconds,
     )
+
+
+@kopf.on.probe(id="started")
+def started(memo: kopf.Memo, **_: Any) -> bool:
+    """The health endpoint fails until start-up finished, so a readiness probe on it (and thus
+    `helm install --wait`, Argo CD, `kubectl rollout status`) waits for a working operator, not
+    merely a running process."""
+    if not getattr(memo, "tasks", None):
+        raise kopf.PermanentError("the operator is still starting")
+    return True
 
 
 def start_apps(

@@ -168,10 +168,8 @@ def _termination_message(context: contexts.AppContext) -> fragments.Fragment:
 
 
 def _driver_mounts(context: contexts.AppContext) -> fragments.Fragment:
-    mounts = [{"name": pods.CONFIG_VOLUME, "mountPath": contexts.CONFIG_DIR, "readOnly": True}]
-    if context.checkpoint_volume:
-        mounts.append({"name": pods.CHECKPOINT_VOLUME, "mountPath": contexts.CHECKPOINT_DIR})
-    return {"volumeMounts": mounts}
+    config = {"name": pods.CONFIG_VOLUME, "mountPath": contexts.CONFIG_DIR, "readOnly": True}
+    return {"volumeMounts": [config, *pods.checkpoint_mount(context).get("volumeMounts", [])]}
 
 
 def _driver_readiness(context: contexts.AppContext) -> fragments.Fragment:

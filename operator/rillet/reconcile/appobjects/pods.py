@@ -5,6 +5,12 @@ no privilege escalation, no capabilities, the RuntimeDefault seccomp profile. Bo
 emptyDir at /tmp (the JVM and Python write there). Executors get no ServiceAccount token: only
 the driver talks to the apiserver.
 
+Executors of an App with a checkpoint volume mount the driver's claim at the same path: Spark's
+state stores (aggregations, joins, windows) are written by the executors under the checkpoint
+directory, next to the driver's offsets and commits. The claim is ReadWriteOnce, which a node
+grants to every pod on it, so executors are required onto the driver's node; spreading them
+over nodes takes a remote checkpoint (`spec.checkpoint.location: s3a://...`).
+
 Spark builds each executor pod from the template (`executor-pod-template.yaml` of the App's
 ConfigMap): it keeps the container named `spark-executor` with its command, and sets image,
 args, environment, ports and resources from its conf (the same values as here).
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from rillet.reconcile import naming
 from rillet.reconcile.appobjects import contexts, fragments, metadata, sparkconfs
 
 CONFIG_VOLUME: Final = "config"
@@ -74,11 +81,19 @@ def _executor_resources(context: contexts.AppContext) -> fragments.Fragment:
     }
 
 
+def checkpoint_mount(context: contexts.AppContext) -> fragments.Fragment:
+    """Container option: the checkpoint volume, if the App has one."""
+    if not context.checkpoint_volume:
+        return {}
+    return {"volumeMounts": [{"name": CHECKPOINT_VOLUME, "mountPath": contexts.CHECKPOINT_DIR}]}
+
+
 EXECUTOR_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _executor_container_name,
     hardened,
     _executor_resources,
     tmp_mount,
+    checkpoint_mount,
 )
 
 
@@ -95,6 +110,25 @@ def _no_api_access(context: contexts.AppContext) -> fragments.Fragment:
     return {"spec": {"automountServiceAccountToken": False, "enableServiceLinks": False}}
 
 
+def _driver_checkpoint_claim(context: contexts.AppContext) -> fragments.Fragment:
+    """The driver's checkpoint claim, and the driver's node to share it on (see above)."""
+    if not context.checkpoint_volume:
+        return {}
+    claim = {"claimName": naming.app_checkpoint_claim_name(context.name)}
+    beside_driver = {
+        "labelSelector": {"matchLabels": metadata.selector(context.name, "driver")},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {
+        "spec": {
+            "volumes": [{"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": claim}],
+            "affinity": {
+                "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [beside_driver]}
+            },
+        }
+    }
+
+
 def _executor_container(context: contexts.AppContext) -> fragments.Fragment:
     return {"spec": {"containers": [fragments.build(context, EXECUTOR_CONTAINER_OPTIONS)]}}
 
@@ -104,6 +138,7 @@ EXECUTOR_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     restricted,
     _no_api_access,
     tmp_volume,
+    _driver_checkpoint_claim,
     _executor_container,
 )
 
