@@ -102,7 +102,8 @@ def dev_up(
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:
         raise _fail(str(error)) from None
-    verb = "reused" if reused and reused == state else "ready"
+    # Reused: the same processes (its images may have been rebuilt from changed sources).
+    verb = "reused" if reused and reused.processes == state.processes else "ready"
     console.print(f"stack {verb} in {time.monotonic() - started:.1f}s")
     _print_env(state)
 

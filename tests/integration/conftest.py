@@ -303,6 +303,14 @@ def namespace(new_namespace: Callable[..., str]) -> str:
 
 
 @pytest.fixture(scope="session")
+def runtime_image(stack: devstack.StackState) -> str:
+    """The stack's runtime image, which App drivers and executors run on its node."""
+    if stack.node is None or "runtime" not in stack.node.images:
+        pytest.fail("the stack runs without a node (`rillet dev up --no-node`); this test needs it")
+    return stack.node.images["runtime"]
+
+
+@pytest.fixture(scope="session")
 def crds(kube: Kube) -> None:
     """Rillet's CRDs, installed from crds/ as a user would."""
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))

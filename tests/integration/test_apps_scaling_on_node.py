@@ -1,6 +1,6 @@
 """Live executor scaling of an App running for real on the stack's node: no restart.
 
-Needs the stack's worker node and its runtime image (skipped without them). The App is
+Needs the stack's worker node and its runtime image (fails without them). The App is
 stateless (records copied from one Topic to another), so it needs no storage shared by the
 driver and its executors, and slow on purpose (2 ms per record, Java's Thread.sleep through
 Spark SQL's reflect): a burst stays lag for the seconds scaling needs to see it, instead of
@@ -30,8 +30,6 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from rillet.devstack import stack as devstack
-
 from .conftest import Kube
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
@@ -51,13 +49,6 @@ SCALING = {
     "lagTarget": 2000,
     "stabilizationWindowSeconds": 15,
 }
-
-
-@pytest.fixture
-def runtime_image(stack: devstack.StackState) -> str:
-    if stack.node is None or "runtime" not in stack.node.images:
-        pytest.fail("the stack runs without a node (`rillet dev up --no-node`); this test needs it")
-    return stack.node.images["runtime"]
 
 
 def copying_app(

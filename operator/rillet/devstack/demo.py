@@ -1,12 +1,16 @@
 """The demo on the local stack: the operator, the word-count example, Spark, a Table read back.
 
+On the stack's node (the default), everything runs as the pods users run:
 1. installs the operator with `helm install charts/rillet` (the image built from
-   images/operator/Dockerfile, running as a pod on the stack's node), watching `rillet-demo`;
-   on a stack without a node (`--no-node`), installs the CRDs and runs it as a local process;
-2. applies examples/wordcount.yaml (a Topic, a Table, an App) and waits until the operator has
-   made the topics in Kafka (the Table takes its partitions from the App's input);
-3. produces sentences, runs the App on local Spark (`rillet run --available-now`);
-4. reads counts back with `rillet table get` and compares them with counts made in Python.
+   images/operator/Dockerfile), watching `rillet-demo`;
+2. applies examples/wordcount.yaml (a Topic, a Table, an App), the App with the runtime image
+   built from images/runtime/Dockerfile and requests small enough for this machine; the
+   operator makes the topics and starts the App's Spark driver, which starts its executors;
+3. produces sentences; the App counts them while running;
+4. reads counts back with `rillet table get` until they equal counts made in Python.
+
+Without a node (`rillet dev up --no-node`) the operator runs as a local process (CRDs applied by
+hand) and the App runs once on local Spark (`rillet run --available-now`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+import yaml
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
@@ -39,8 +44,8 @@ WORDS = ("kafka", "spark", "kubernetes", "stream", "table", "topic", "operator",
 Say = Callable[[str], None]
 
 
-def _kubectl(state: StackState, *args: str) -> str:
-    result = tools.run_kubectl(state.kubeconfig, args, timeout=180)
+def _kubectl(state: StackState, *args: str, input: str | None = None) -> str:
+    result = tools.run_kubectl(state.kubeconfig, args, input=input, timeout=180)
     result.check_returncode()
     return result.stdout
 
@@ -143,35 +148,79 @@ def _install_operator(state: StackState, say: Say) -> None:
     )
 
 
-def run(state: StackState, say: Say) -> None:
-    """Run the whole demo, saying what happens; raise if any step fails."""
-    _kubectl(state, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s")
-    _drop_topics_of_earlier_runs(state)
-    _kubectl(state, "create", "namespace", NAMESPACE)
-    workdir = Path(tempfile.mkdtemp(prefix="rillet-demo-"))
-    operator = None
-    if state.node is not None:
-        _install_operator(state, say)
-    else:
-        _kubectl(state, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-        operator = OperatorProcess(
-            kubeconfig=state.kubeconfig,
-            bootstrap=state.kafka_bootstrap,
-            namespace_pattern=NAMESPACE,
-            log=workdir / "operator.log",
-            resync_seconds=10,
-        )
-        operator.start()
+def _objects_for_the_node(state: StackState) -> str:
+    """The example as YAML, its App on the stack's runtime image with small requests: the
+    driver and up to three executors share this machine's CPUs."""
+    assert state.node is not None
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text(encoding="utf-8")) if d]
+    for document in documents:
+        if document["kind"] == "App":
+            document["spec"] |= {
+                "image": state.node.images["runtime"],
+                "driver": {"cpu": "250m", "memory": "1536Mi"},
+                "executor": {"cpu": "250m", "memory": "1Gi"},
+            }
+    return yaml.safe_dump_all(documents)
+
+
+def _table_counts(state: StackState, words: list[str]) -> dict[str, int]:
+    """The counts `rillet table get` reads for these words (0 where the Table has none yet)."""
+    found = {}
+    for word in words:
+        args = ("table", "get", "word-counts", word, "-f", str(EXAMPLE))
+        try:
+            found[word] = json.loads(_rillet(state, *args))["count"]
+        except subprocess.CalledProcessError as absent:  # exit 1: no such key (yet)
+            if absent.returncode != 1:
+                raise
+            found[word] = 0
+    return found
+
+
+def _show_table(state: StackState, say: Say, truth: Counter[str], words: list[str]) -> None:
+    for word, count in _table_counts(state, words).items():
+        if count != truth[word]:
+            raise RuntimeError(f"Table says {word}={count}, expected {truth[word]}")
+        say(f"rillet table get word-counts {word} -> count {count} (expected {truth[word]})")
+
+
+def _run_on_the_node(state: StackState, say: Say) -> None:
+    _kubectl(
+        state,
+        "apply",
+        "--server-side",
+        "-n",
+        NAMESPACE,
+        "-f",
+        "-",
+        input=_objects_for_the_node(state),
+    )
+    _wait_topics(state, say)
+    say("the App's Spark driver starts as a pod, then asks for its executors...")
+    _wait(lambda: _ready(state, "app", "wordcount"), timeout=300)
+    say(_kubectl(state, "get", "pods", "-n", NAMESPACE, "-o", "wide"))
+    truth = _produce(state, 2_000)
+    say(f"produced 2,000 sentences ({sum(truth.values())} words) to topic sentences")
+    words = sorted(truth)[:4]
+    _wait(lambda: _table_counts(state, words) == {w: truth[w] for w in words}, timeout=300)
+    say("the running App counted them:")
+    _show_table(state, say, truth, words)
+    say(_kubectl(state, "get", "app", "wordcount", "-n", NAMESPACE))
+
+
+def _run_locally(state: StackState, say: Say, workdir: Path) -> None:
+    _kubectl(state, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    operator = OperatorProcess(
+        kubeconfig=state.kubeconfig,
+        bootstrap=state.kafka_bootstrap,
+        namespace_pattern=NAMESPACE,
+        log=workdir / "operator.log",
+        resync_seconds=10,
+    )
+    operator.start()
     try:
         _kubectl(state, "apply", "--server-side", "-n", NAMESPACE, "-f", str(EXAMPLE))
-        _wait(
-            lambda: _ready(state, "topic", "sentences") and _ready(state, "table", "word-counts"),
-            timeout=120,
-        )
-        say(
-            "operator made the topics in Kafka:\n"
-            + _kubectl(state, "get", "rillet", "-n", NAMESPACE)
-        )
+        _wait_topics(state, say)
         truth = _produce(state, 2_000)
         say(f"produced 2,000 sentences ({sum(truth.values())} words) to topic sentences")
         _rillet(
@@ -187,17 +236,27 @@ def run(state: StackState, say: Say) -> None:
             "local[2]",
         )
         say("ran the word-count App on Spark (local[2]) until it had read everything")
-        for word in sorted(truth)[:4]:
-            value = json.loads(
-                _rillet(state, "table", "get", "word-counts", word, "-f", str(EXAMPLE))
-            )
-            if value["count"] != truth[word]:
-                raise RuntimeError(f"Table says {word}={value['count']}, expected {truth[word]}")
-            say(
-                f"rillet table get word-counts {word} -> {json.dumps(value)} "
-                f"(expected {truth[word]})"
-            )
+        _show_table(state, say, truth, sorted(truth)[:4])
     finally:
-        if operator is not None:
-            operator.stop()
-    say(f"done. Explore: kubectl --kubeconfig {state.kubeconfig} get rillet -n {NAMESPACE}")
+        operator.stop()
+
+
+def _wait_topics(state: StackState, say: Say) -> None:
+    _wait(
+        lambda: _ready(state, "topic", "sentences") and _ready(state, "table", "word-counts"),
+        timeout=120,
+    )
+    say("operator made the topics in Kafka:\n" + _kubectl(state, "get", "rillet", "-n", NAMESPACE))
+
+
+def run(state: StackState, say: Say) -> None:
+    """Run the whole demo, saying what happens; raise if any step fails."""
+    _kubectl(state, "delete", "namespace", NAMESPACE, "--ignore-not-found", "--timeout=120s")
+    _drop_topics_of_earlier_runs(state)
+    _kubectl(state, "create", "namespace", NAMESPACE)
+    if state.node is not None:
+        _install_operator(state, say)
+        _run_on_the_node(state, say)
+    else:
+        _run_locally(state, say, Path(tempfile.mkdtemp(prefix="rillet-demo-")))
+    say(f"done. Explore: kubectl --kubeconfig {state.kubeconfig} get rillet,pods -n {NAMESPACE}")

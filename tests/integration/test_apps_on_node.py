@@ -1,0 +1,280 @@
+"""Apps run as users run them: driver and executors as pods of the runtime image on the node.
+
+The word count is stateful: its executors write Spark's state store under the checkpoint on
+the driver's volume, so this is where a checkpoint the executors cannot reach would show.
+
+Test plan:
+- word count over 100,000 lines in 6 partitions: the Table equals the ground truth exactly, and
+  the executor pods running equal min(desired, cap);
+- the driver killed mid-stream (its container SIGKILLed, then its pod deleted): the App resumes
+  from its checkpoint and the Table is still exact;
+- a pipeline that fails at run time: the App is Stalled, with the error's last line.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from rillet.devstack import stack as devstack
+from rillet.runtime import tables
+
+from .conftest import Kube
+from .objects import apply, condition, get, topic
+from .polling import wait_for
+
+VOCABULARY = [f"w{n}" for n in range(300)] + ["kafka", "spark", "rillet"]
+SMALL = {"cpu": "200m", "memory": "1Gi"}  # two cores: room for a driver and several executors
+
+
+def word_count(
+    name: str, namespace: str, *, image: str, reads: str, writes: str, sql: str
+) -> list[dict[str, Any]]:
+    """A Topic of lines, a Table of counts, and the App between them."""
+    return [
+        topic(reads, namespace, partitions=6, deletionPolicy="Delete"),
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "Table",
+            "metadata": {"name": writes, "namespace": namespace},
+            "spec": {
+                "keyFormat": "string",
+                "valueFormat": "json",
+                "valueSchema": "word STRING, count BIGINT",
+                "deletionPolicy": "Delete",
+            },
+        },
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "image": image,
+                "inputs": [
+                    {
+                        "name": "lines",
+                        "topicRef": {"name": reads},
+                        "format": "string",
+                        "startingOffsets": "earliest",
+                    }
+                ],
+                "pipeline": {"sql": sql},
+                "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
+                "scaling": {"minExecutors": 1, "maxExecutors": 2, "lagTarget": 20000},
+                "driver": SMALL,
+                "executor": SMALL,
+            },
+        },
+    ]
+
+
+COUNT_WORDS = """
+SELECT word, count(*) AS count
+FROM (SELECT explode(split(lower(value), '[^a-z0-9]+')) AS word FROM lines)
+WHERE word != ''
+GROUP BY word
+"""
+
+
+def produce_lines(bootstrap: str, topic_name: str, count: int, seed: int) -> Counter[str]:
+    rng = random.Random(seed)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    truth: Counter[str] = Counter()
+    for _ in range(count):
+        line = " ".join(rng.choice(VOCABULARY).capitalize() for _ in range(rng.randint(1, 5)))
+        truth.update(w for w in re.split("[^a-z0-9]+", line.lower()) if w)
+        producer.produce(topic_name, value=line.encode())
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return truth
+
+
+def table_counts(bootstrap: str, topic_name: str) -> dict[str, int]:
+    latest = tables.latest_per_key(
+        tables.read_changelog(bootstrap_servers=bootstrap, topic=topic_name, timeout=60)
+    )
+    return {
+        (key or b"").decode(): json.loads(value)["count"]
+        for key, value in ((e.key, e.value) for e in latest.values())
+        if value is not None
+    }
+
+
+def wait_table(bootstrap: str, topic_name: str, truth: Counter[str], *, timeout: float) -> None:
+    wait_for(
+        lambda: table_counts(bootstrap, topic_name) == dict(truth),
+        timeout=timeout,
+        interval=5,
+        what=f"Table {topic_name} to equal the ground truth ({sum(truth.values())} words)",
+    )
+
+
+def pods(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
+    listed = kube.kubectl(
+        "get", "pods", "-n", namespace, "-l", f"rillet.io/role={role}", "-o", "json"
+    )
+    return list(json.loads(listed.stdout)["items"])
+
+
+def running(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
+    return [p for p in pods(kube, namespace, role) if p["status"].get("phase") == "Running"]
+
+
+def driver_running(kube: Kube, namespace: str) -> Callable[[], dict[str, Any] | None]:
+    def probe() -> dict[str, Any] | None:
+        found = running(kube, namespace, "driver")
+        return found[0] if found else None
+
+    return probe
+
+
+def names(prefix: str) -> tuple[str, str, str]:
+    """The App, its Topic and its Table (their Kafka topics under the test's prefix)."""
+    return f"{prefix}-wc", f"{prefix}-lines", f"{prefix}-counts"
+
+
+@pytest.mark.usefixtures("operator")
+def test_word_count_on_the_node_is_exact(
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    runtime_image: str,
+    kafka_bootstrap: str,
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    wait_for(
+        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
+    )
+    truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+    status = get(kube, "app", app, namespace)["status"]
+    executors = status["executors"]
+    assert executors["cap"] == 6
+    expected = min(executors["desired"], executors["cap"])
+    wait_for(
+        lambda: len(running(kube, namespace, "executor")) == expected,
+        timeout=120,
+        what=f"{expected} executor pods Running",
+    )
+
+
+def _kill_driver_container(kube: Kube, stack: devstack.StackState, namespace: str) -> None:
+    """SIGKILL the driver's container through containerd, as the OOM killer would."""
+    assert stack.node is not None
+    driver = running(kube, namespace, "driver")[0]
+    container = driver["status"]["containerStatuses"][0]["containerID"].removeprefix(
+        "containerd://"
+    )
+    subprocess.run(
+        [
+            "ctr",
+            "-a",
+            str(stack.node.containerd_socket),
+            "-n",
+            "k8s.io",
+            "tasks",
+            "kill",
+            "-s",
+            "SIGKILL",
+            container,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_killed_driver_resumes_from_its_checkpoint(
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    runtime_image: str,
+    kafka_bootstrap: str,
+    stack: devstack.StackState,
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    first = wait_for(
+        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
+    )
+    truth = produce_lines(kafka_bootstrap, lines, 30_000, seed=2)
+    wait_for(
+        lambda: table_counts(kafka_bootstrap, counts),
+        timeout=300,
+        interval=3,
+        what="the first counts in the Table",
+    )
+    _kill_driver_container(kube, stack, namespace)
+    truth += produce_lines(kafka_bootstrap, lines, 30_000, seed=3)
+    wait_for(
+        lambda: (
+            (d := driver_running(kube, namespace)())
+            and d["status"]["containerStatuses"][0]["restartCount"] >= 1
+        ),
+        timeout=240,
+        interval=2,
+        what="the driver's container restarted",
+    )
+    kube.kubectl("delete", "pod", first["metadata"]["name"], "-n", namespace, "--wait=false")
+    truth += produce_lines(kafka_bootstrap, lines, 30_000, seed=4)
+    second = wait_for(
+        lambda: (
+            (d := driver_running(kube, namespace)())
+            and d["metadata"]["uid"] != first["metadata"]["uid"]
+            and d
+        ),
+        timeout=240,
+        interval=2,
+        what="a new driver pod Running",
+    )
+    assert second["metadata"]["name"] == first["metadata"]["name"]  # the StatefulSet's one pod
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_failing_pipeline_is_stalled_with_its_error(
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    runtime_image: str,
+    kafka_bootstrap: str,
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    failing = (
+        "SELECT raise_error(concat('bad line: ', value)) AS word, count(*) AS count "
+        "FROM lines GROUP BY value"
+    )
+    apply(
+        kube,
+        *word_count(app, namespace, image=runtime_image, reads=lines, writes=counts, sql=failing),
+    )
+    produce_lines(kafka_bootstrap, lines, 10, seed=5)
+
+    def stalled() -> dict[str, Any] | None:
+        found = condition(get(kube, "app", app, namespace), "Stalled")
+        return found if found.get("status") == "True" else None
+
+    found = wait_for(stalled, timeout=480, interval=5, what=f"App {app} Stalled")
+    assert found["reason"] == "DriverCrashLooping"
+    assert "bad line: " in found["message"]
+    assert "\n" not in found["message"].strip()
