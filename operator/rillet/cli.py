@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
+import rich.markup
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -170,7 +171,17 @@ def dev_demo() -> None:
     state = stack.running()
     if state is None:
         raise _fail("no stack is running: start one with `rillet dev up`")
-    demo.run(state, lambda line: console.print(f"[green]✓[/green] {line}", highlight=False))
+    # soft_wrap: kubectl's tables keep their lines (wrapping them at the terminal width garbles
+    # the columns); markup off, since they may hold brackets.
+    try:
+        demo.run(
+            state,
+            lambda line: console.print(
+                "[green]✓[/green]", rich.markup.escape(line), highlight=False, soft_wrap=True
+            ),
+        )
+    except (TimeoutError, RuntimeError) as error:  # what failed and where to look, in one line
+        raise _fail(f"demo: {error}") from None
 
 
 @dev.command("down")
@@ -219,6 +230,9 @@ def operator_run(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # Probes every few seconds would drown what the operator does.
+    for noisy in ("aiohttp.access", "kopf.activities.probe"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     settings = OperatorSettings()
     if namespace:  # the command line wins over RILLET_NAMESPACES
         settings = settings.model_copy(update={"namespaces": namespace})

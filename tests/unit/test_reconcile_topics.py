@@ -94,6 +94,20 @@ def test_oldest_claim_owns_the_topic() -> None:
     assert claims.owner([newer, older]) == older
 
 
+def test_a_deleted_predecessor_still_indexed_is_no_rival() -> None:
+    # A namespace deleted and made again: the index may still hold the old Topic of this name.
+    ghost = claims.Claim(datetime(2026, 1, 1, tzinfo=UTC), False, "old", "Topic", "ns", "t")
+    subject = claims.Claim(datetime(2026, 1, 2, tzinfo=UTC), True, "new", "Topic", "ns", "t")
+    assert claims.rivals_of(subject, [ghost, subject]) == ()
+
+
+def test_of_an_other_objects_ghost_and_itself_only_the_newest_is_a_rival() -> None:
+    subject = _claim(9, uid="s")
+    ghost = claims.Claim(datetime(2026, 1, 1, tzinfo=UTC), False, "old", "Table", "other", "t")
+    live = claims.Claim(datetime(2026, 1, 2, tzinfo=UTC), False, "new", "Table", "other", "t")
+    assert claims.rivals_of(subject, [live, ghost, subject]) == (live,)
+
+
 def test_incumbent_wins_within_the_same_second() -> None:
     incumbent, challenger = _claim(0, uid="z", challenger=False), _claim(0, uid="a")
     assert claims.owner([challenger, incumbent]) == incumbent

@@ -56,15 +56,15 @@ def _ready(state: StackState, kind: str, name: str) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
 
-def _wait(probe: Callable[[], bool], timeout: float) -> None:
-    Retrying(
+def _wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
+    done = Retrying(
         stop=stop_after_delay(timeout),
         wait=wait_fixed(0.5),
         retry=retry_if_result(lambda done: not done),
-        reraise=True,
+        retry_error_callback=lambda _: False,
     )(probe)
-    if not probe():
-        raise TimeoutError("the demo's objects did not reach the state it waits for")
+    if not done:
+        raise TimeoutError(f"waited {timeout:.0f} s for {what}, in vain")
 
 
 def _produce(state: StackState, count: int) -> Counter[str]:
@@ -98,7 +98,11 @@ def _drop_topics_of_earlier_runs(state: StackState) -> None:
     existing = [t for t in DEMO_TOPICS if t in admin.list_topics(timeout=10).topics]
     for future in admin.delete_topics(existing).values() if existing else ():
         future.result(timeout=30)
-    _wait(lambda: not set(DEMO_TOPICS) & set(admin.list_topics(timeout=10).topics), timeout=60)
+    _wait(
+        lambda: not set(DEMO_TOPICS) & set(admin.list_topics(timeout=10).topics),
+        timeout=60,
+        what="Kafka to delete the topics of an earlier run",
+    )
 
 
 def _helm(state: StackState, *args: str) -> str:
@@ -163,6 +167,12 @@ def _objects_for_the_node(state: StackState) -> str:
     return yaml.safe_dump_all(documents)
 
 
+def _executors_ready(state: StackState) -> int:
+    """The demo App's executor pods Running, as its status counts them."""
+    app = json.loads(_kubectl(state, "get", "app", "wordcount", "-n", NAMESPACE, "-o", "json"))
+    return int(((app.get("status") or {}).get("executors") or {}).get("ready") or 0)
+
+
 def _table_counts(state: StackState, words: list[str]) -> dict[str, int]:
     """The counts `rillet table get` reads for these words (0 where the Table has none yet)."""
     found = {}
@@ -197,15 +207,23 @@ def _run_on_the_node(state: StackState, say: Say) -> None:
     )
     _wait_topics(state, say)
     say("the App's Spark driver starts as a pod, then asks for its executors...")
-    _wait(lambda: _ready(state, "app", "wordcount"), timeout=300)
-    say(_kubectl(state, "get", "pods", "-n", NAMESPACE, "-o", "wide"))
+    _wait(
+        lambda: _ready(state, "app", "wordcount") and _executors_ready(state) >= 1,
+        timeout=300,
+        what=f"App wordcount Ready with an executor (kubectl describe app -n {NAMESPACE})",
+    )
+    say("the App's pods:\n" + _kubectl(state, "get", "pods", "-n", NAMESPACE, "-o", "wide"))
     truth = _produce(state, 2_000)
     say(f"produced 2,000 sentences ({sum(truth.values())} words) to topic sentences")
     words = sorted(truth)[:4]
-    _wait(lambda: _table_counts(state, words) == {w: truth[w] for w in words}, timeout=300)
+    _wait(
+        lambda: _table_counts(state, words) == {w: truth[w] for w in words},
+        timeout=300,
+        what="the Table to hold the counts of every sentence produced",
+    )
     say("the running App counted them:")
     _show_table(state, say, truth, words)
-    say(_kubectl(state, "get", "app", "wordcount", "-n", NAMESPACE))
+    say("executors and lag:\n" + _kubectl(state, "get", "rillet", "-n", NAMESPACE))
 
 
 def _run_locally(state: StackState, say: Say, workdir: Path) -> None:
@@ -245,6 +263,7 @@ def _wait_topics(state: StackState, say: Say) -> None:
     _wait(
         lambda: _ready(state, "topic", "sentences") and _ready(state, "table", "word-counts"),
         timeout=120,
+        what=f"Topic sentences and Table word-counts Ready (kubectl get rillet -n {NAMESPACE})",
     )
     say("operator made the topics in Kafka:\n" + _kubectl(state, "get", "rillet", "-n", NAMESPACE))
 

@@ -7,16 +7,18 @@ of every Topic, Table and App (what the resync, the App reconcile and the scalin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import kopf
 
 from rillet.api.v1alpha1 import objects
 from rillet.reconcile import claims, naming
 from rillet.settings import OperatorSettings
+
+Body = TypeVar("Body", bound=Mapping[str, Any])
 
 SETTINGS = OperatorSettings()
 
@@ -158,17 +160,33 @@ class Views:
         """Pick the views out of a handler's keyword arguments."""
         return cls(**{name: kwargs[name] for name in cls.__dataclass_fields__})
 
-    def rivals(self, kafka_name: str, uid: str) -> tuple[claims.Claim, ...]:
+    def rivals(self, kafka_name: str, subject: claims.Claim) -> tuple[claims.Claim, ...]:
         """Other objects, of any kind and namespace, that claim the same Kafka topic."""
         found = [*self.topic_claims.get(kafka_name, []), *self.table_claims.get(kafka_name, [])]
-        return tuple(claim for claim in found if claim.uid != uid)
+        return claims.rivals_of(subject, found)
+
+
+def newest(bodies: Iterable[Body]) -> Body | None:
+    """The newest of the bodies under one key: several are an object and a deleted predecessor
+    kopf missed (see `claims`). None if there are none. Of equals, the last."""
+    found: Body | None = None
+    for body in bodies:
+        created = str((body.get("metadata") or {}).get("creationTimestamp") or "")
+        if found is None or created >= str(found["metadata"].get("creationTimestamp") or ""):
+            found = body
+    return found
+
+
+def newest_of_each(index: kopf.Index[Any, Any]) -> list[Any]:
+    """The newest body under each key of an index of bodies."""
+    found = (newest(list(store)) for store in list(index.values()))
+    return [body for body in found if body is not None]
 
 
 def _latest(
     index: kopf.Index[tuple[str, str], dict[str, Any]], key: tuple[str, str]
 ) -> dict[str, Any] | None:
-    found = list(index.get(key, []))
-    return found[-1] if found else None
+    return newest(list(index.get(key, [])))
 
 
 @dataclass(frozen=True)
@@ -194,4 +212,4 @@ class AppViews:
 
     def apps(self) -> list[dict[str, Any]]:
         """The latest body of every App."""
-        return [body for store in list(self.app_objects.values()) for body in list(store)]
+        return newest_of_each(self.app_objects)

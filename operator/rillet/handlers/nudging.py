@@ -95,8 +95,7 @@ class Nudger:
             self._running.pop(key, None)
 
     def _latest(self, key: Key) -> Mapping[str, Any] | None:
-        found = list(self._index.get(key, []))
-        return found[-1] if found else None
+        return indexes.newest(list(self._index.get(key, [])))
 
     async def _settled(self, key: Key) -> Mapping[str, Any] | None:
         """The object's latest body once its own handler settled it; None if it did not."""

@@ -36,10 +36,7 @@ async def resync_forever(
     """Every `interval` seconds, reconcile every known object; runs until cancelled."""
     while True:
         await asyncio.sleep(interval)
-        bodies = {
-            plural: [body for store in list(index.values()) for body in list(store)]
-            for plural, (index, _) in objects.items()
-        }
+        bodies = {plural: indexes.newest_of_each(index) for plural, (index, _) in objects.items()}
         for plural, found in bodies.items():
             managed = [
                 body

@@ -57,7 +57,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
         body=body,
         kafka_name=kafka_name,
         claim=claim,
-        rivals=views.rivals(kafka_name, claim.uid),
+        rivals=views.rivals(kafka_name, claim),
         desired=desired,
         waiting=choice.waiting_for,
         warning=choice.warning,
