@@ -197,7 +197,8 @@ def dev_down() -> None:
 def crds_generate(
     root: Annotated[Path, typer.Option(help="Repository root to write into.")] = Path("."),
 ) -> None:
-    """Regenerate crds/, charts/rillet/crds/ and docs/api.md from the pydantic models."""
+    """Regenerate crds/, charts/rillet/crds/, docs/api.md and the chart's values.schema.json
+    from the pydantic models."""
     from rillet.crdgen import generating
 
     for path in generating.write_repository(root):

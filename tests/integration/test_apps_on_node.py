@@ -8,6 +8,8 @@ Test plan:
   the executor pods running equal min(desired, cap);
 - the driver killed mid-stream (its container SIGKILLed, then its pod deleted): the App resumes
   from its checkpoint and the Table is still exact;
+- suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
+  its checkpoint (the Table exact: nothing lost, nothing counted twice);
 - a pipeline that fails at run time: the App is Stalled, with the error's last line.
 """
 
@@ -248,6 +250,46 @@ def test_a_killed_driver_resumes_from_its_checkpoint(
         what="a new driver pod Running",
     )
     assert second["metadata"]["name"] == first["metadata"]["name"]  # the StatefulSet's one pod
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+
+
+def _suspend(kube: Kube, app: str, namespace: str, suspended: bool) -> None:
+    patch = json.dumps({"spec": {"suspend": suspended}})
+    kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
+
+
+@pytest.mark.usefixtures("operator")
+def test_suspend_frees_the_pods_and_resume_continues_from_the_checkpoint(
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    runtime_image: str,
+    kafka_bootstrap: str,
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    wait_for(
+        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
+    )
+    truth = produce_lines(kafka_bootstrap, lines, 20_000, seed=6)
+    wait_table(kafka_bootstrap, counts, truth, timeout=300)
+
+    _suspend(kube, app, namespace, True)
+    wait_for(
+        lambda: not pods(kube, namespace, "driver") and not pods(kube, namespace, "executor"),
+        timeout=180,
+        interval=2,
+        what="the suspended App's pods gone",
+    )
+    assert get(kube, "app", app, namespace)["status"]["phase"] == "Suspended"
+    truth += produce_lines(kafka_bootstrap, lines, 20_000, seed=7)
+
+    _suspend(kube, app, namespace, False)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
 
 

@@ -2,6 +2,8 @@
 
 Test plan:
 - `helm lint` passes and the chart's CRDs equal crds/ (generated from the models).
+- values are checked against values.schema.json: a misspelled key and a wrong type are each
+  refused, naming the key, by `helm template` (so by install and upgrade too).
 - `helm install` on the real apiserver creates the ServiceAccount, RBAC and Deployment; the
   Deployment gets a (Pending: no kubelet here) Pod wired to the Kafka settings and the
   credentials Secret, never to a literal password.
@@ -56,6 +58,23 @@ def test_chart_lints_and_carries_the_generated_crds(kube: Kube) -> None:
     comparison = filecmp.dircmp(REPO / "crds", CHART / "crds")
     assert comparison.left_list == comparison.right_list
     assert not comparison.diff_files
+
+
+@pytest.mark.parametrize(
+    ("setting", "refusal"),
+    [
+        ("operator.resyncSecnds=5", "at '/operator': additional properties 'resyncSecnds'"),
+        ("bogusKey=1", "at '': additional properties 'bogusKey'"),
+        ("operator.metricsPort=metrics", "at '/operator/metricsPort': got string, want integer"),
+        ("apps.imagePullPolicy=Sometimes", "at '/apps/imagePullPolicy'"),
+    ],
+)
+def test_values_with_a_typo_or_a_wrong_type_are_refused(
+    kube: Kube, setting: str, refusal: str
+) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        helm(kube, "template", str(CHART), "--set", setting)
+    assert refusal in refused.value.stderr
 
 
 @pytest.fixture

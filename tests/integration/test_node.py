@@ -194,7 +194,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         restricted_namespace,
         "--set",
         f"image.repository={repository}",
-        "--set",
+        "--set-string",  # a content hash of digits alone would otherwise be a number
         f"image.tag={tag}",
         "--set",
         "image.pullPolicy=Never",

@@ -2,7 +2,7 @@
 
 Test plan:
 - crds/ and charts/rillet/crds/ hold exactly what the models generate, byte for byte;
-- docs/api.md is what the models generate;
+- docs/api.md is what the models generate, and so is the chart's values.schema.json;
 - rendering is deterministic (same text twice) and sorted by file name.
 
 On failure, regenerate with `rillet crds generate` and commit the result.
@@ -36,6 +36,11 @@ def test_checked_in_crds_match_the_models(directory: Path) -> None:
 def test_checked_in_api_reference_matches_the_models() -> None:
     on_disk = (ROOT / generating.API_REFERENCE).read_text(encoding="utf-8")
     assert on_disk == documenting.render_api_reference(), f"{generating.API_REFERENCE} is {FIX}"
+
+
+def test_checked_in_values_schema_matches_the_model() -> None:
+    on_disk = (ROOT / generating.VALUES_SCHEMA).read_text(encoding="utf-8")
+    assert on_disk == generating.render_values_schema(), f"{generating.VALUES_SCHEMA} is {FIX}"
 
 
 def test_rendering_is_deterministic_and_sorted() -> None:

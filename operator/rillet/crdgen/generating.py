@@ -1,4 +1,5 @@
-"""Render the generated files of the Rillet API (CRDs, API reference) and write them.
+"""Render the generated files of the Rillet API (CRDs, API reference, the chart's values schema)
+and write them.
 
 Everything here is pure except the `write_*` functions at the bottom. `render_all()` gives the
 text of every generated file; a unit test compares it with the checked-in copies, so the CRDs
@@ -7,12 +8,14 @@ never drift from the models. Regenerate with `rillet crds generate`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from rillet.api import chartvalues
 from rillet.api.v1alpha1 import kinds
 from rillet.crdgen import building, documenting
 
@@ -23,6 +26,7 @@ HEADER = (
 # Where the generated files live, relative to the repository root.
 CRD_DIRECTORIES = (Path("crds"), Path("charts/rillet/crds"))
 API_REFERENCE = Path("docs/api.md")
+VALUES_SCHEMA = Path("charts/rillet/values.schema.json")
 
 
 def render_yaml(document: Mapping[str, Any]) -> str:
@@ -38,6 +42,11 @@ def render_all() -> dict[str, str]:
         building.file_name(model): render_yaml(building.build_crd(model)) for model in kinds.ALL
     }
     return dict(sorted(rendered.items()))
+
+
+def render_values_schema() -> str:
+    """The chart's values.schema.json (JSON has no comments: the header is in the model)."""
+    return json.dumps(chartvalues.values_schema(), indent=2) + "\n"
 
 
 def write_all(dirs: list[Path]) -> list[Path]:
@@ -58,4 +67,6 @@ def write_repository(root: Path) -> list[Path]:
     reference = root / API_REFERENCE
     reference.parent.mkdir(parents=True, exist_ok=True)
     reference.write_text(documenting.render_api_reference(), encoding="utf-8")
-    return [*written, reference]
+    schema = root / VALUES_SCHEMA
+    schema.write_text(render_values_schema(), encoding="utf-8")
+    return [*written, reference, schema]

@@ -133,7 +133,7 @@ def _install_operator(state: StackState, say: Say) -> None:
         "--create-namespace",
         "--set",
         f"image.repository={repository}",
-        "--set",
+        "--set-string",  # a content hash of digits alone would otherwise be a number
         f"image.tag={tag}",
         "--set",
         "image.pullPolicy=Never",
