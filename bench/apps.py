@@ -5,7 +5,8 @@
 Needs the stack's worker node: the Apps run for real from its runtime image. They copy records
 from one Topic to another through a deliberately slow pipeline (Thread.sleep per record, as in
 tests/integration/test_apps_scaling_on_node.py), with executors of 250m CPU and 1Gi: what fits
-the node's 2 CPUs. Prints, with baselines measured in the same run:
+the node's 2 CPUs (less CPU, printed, when pods of others already request some). Prints, with
+baselines measured in the same run:
 
 - growth: one App (maxExecutors 6, executorCores 1, lagTarget 100) on a Topic grown 2 -> 6
   partitions one at a time, with a backlog that wants more executors than the cap. Per step:
@@ -20,11 +21,13 @@ the node's 2 CPUs. Prints, with baselines measured in the same run:
   operator's own `build_app_objects`, the keys added to the driver's Spark conf (its ConfigMap,
   which reaches the driver as RILLET_SPARK_CONF_JSON), and applied with their App in a namespace
   no operator watches, so that no status tells the driver a count and Spark alone decides;
-  (c) fixed at CAP executors. Per way: seconds from the burst to the consumer group's lag back
-  under DRAINED_LAG (read from Kafka the same way for all three), executor-seconds over
-  SPIKE_WINDOW seconds from the burst (Running executor pods sampled every second), and scale
-  events (changes of that count). Targets: executor-seconds of (a) <= 0.60 of (c), drain of (a)
-  <= 1.2x (c), fewer scale events for (a) than (b).
+  (c) fixed at CAP executors. Each way meets the burst warm and at rest (its minimum count).
+  Per way: seconds from the burst to the consumer group's lag back under DRAINED_LAG (read from
+  Kafka the same way for all three), executor-seconds over SPIKE_WINDOW seconds from the burst
+  (Running executor pods sampled every second), and scale events (changes of that count; and
+  moves, the changes in one direction within MOVE_SECONDS counted once). Targets:
+  executor-seconds of (a) <= 0.60 of (c), drain of (a) <= 1.2x (c), fewer scale events for (a)
+  than (b).
 - cost: the operator's CPU seconds (to settle, and per minute once settled) and peak and steady
   RSS, from /proc, with COST_APPS Apps and COST_TOPICS Topics, against the same operator with
   the COST_TOPICS Topics alone, each a fresh process. The Apps' drivers request 64 CPUs: no node
@@ -73,9 +76,12 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 # The operator's production default: Topics are re-checked against Kafka every 30 s.
 RESYNC_SECONDS = 30.0
 
-# Small requests: the driver and six executors share the node's two CPUs.
+# Small requests: the driver and six executors share the node's two CPUs (executors get less
+# than EXECUTOR_CPU_MILLIS when pods of others, say the demo, already hold some: `fitting_cpu`).
 DRIVER = {"cpu": "250m", "memory": "1536Mi"}
-EXECUTOR = {"cpu": "250m", "memory": "1Gi"}
+DRIVER_CPU_MILLIS = 250
+EXECUTOR_CPU_MILLIS = 250
+EXECUTOR_MEMORY = "1Gi"
 
 GROWTH_PARTITIONS = (2, 3, 4, 5, 6)
 GROWTH_SLEEP_MS = 20  # per record: the backlog outlasts the run
@@ -85,10 +91,11 @@ GROWTH_STEP_TIMEOUT = 240.0
 
 CAP = 4  # partitions of the spike's input, and at most that many executors
 SPIKE_SLEEP_MS = 2
-SPIKE_RECORDS = 60_000  # ~30 s of work for CAP executors
+SPIKE_RECORDS = 20_000  # some 20 s of work for CAP executors on the shared node
 LOW_RATE = 50  # records per second after the burst
 SPIKE_WINDOW = 180.0  # seconds from the burst over which executor-seconds are counted
 DRAIN_TIMEOUT = 600.0
+MOVE_SECONDS = 5.0  # changes of the executor count closer than this in one direction: one move
 DRAINED_LAG = 5 * LOW_RATE  # "back to ~0": five seconds of the low rate
 WARMUP_RECORDS = 200
 SPIKE_LAG_TARGET = 1000
@@ -122,12 +129,21 @@ class Bench:
     core: Any
     apiserver_url: str
     logs: Path
+    free_cpu_millis: int  # CPU the node's pods leave unrequested when the run starts
     namespaces: list[str] = field(default_factory=list)
     operators: list[OperatorProcess] = field(default_factory=list)
 
     @property
     def bootstrap(self) -> str:
         return self.state.kafka_bootstrap
+
+    def fitting_cpu(self, executors: int) -> str:
+        """The CPU request of each of `executors` executors so that they and their driver fit
+        the node beside what runs there already: EXECUTOR_CPU_MILLIS, or less."""
+        share = (self.free_cpu_millis - DRIVER_CPU_MILLIS) // executors
+        if share < 50:
+            raise SystemExit(f"the node has {self.free_cpu_millis}m CPU free: too little")
+        return f"{min(EXECUTOR_CPU_MILLIS, share // 10 * 10)}m"
 
     def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 300) -> str:
         result = tools.run_kubectl(self.state.kubeconfig, args, input=stdin, timeout=timeout)
@@ -195,6 +211,28 @@ class Bench:
             print(f"cleanup: Kafka: {error}", flush=True)
 
 
+def cpu_millis(quantity: str) -> int:
+    """A Kubernetes CPU quantity ("250m", "2", "0.5") in millicores."""
+    if quantity.endswith("m"):
+        return int(quantity[:-1])
+    return round(float(quantity) * 1000)
+
+
+def free_cpu(core: Any, node_name: str) -> int:
+    """Millicores of the node's allocatable CPU that no running or pending pod requests."""
+    allocatable = cpu_millis(core.read_node(node_name).status.allocatable["cpu"])
+    requested = 0
+    for pod in core.list_pod_for_all_namespaces().items:
+        if pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        if pod.spec.node_name not in (None, node_name):
+            continue
+        for container in pod.spec.containers:
+            requests = (container.resources.requests if container.resources else None) or {}
+            requested += cpu_millis(requests.get("cpu", "0"))
+    return allocatable - requested
+
+
 def wait_for(probe: Callable[[], Any], *, timeout: float, what: str, interval: float = 1.0) -> Any:
     """The first truthy value of `probe`, polled until `timeout` seconds."""
     deadline = time.monotonic() + timeout
@@ -257,6 +295,7 @@ def copying_app(
     target: str,
     sleep_ms: int,
     scaling_spec: dict[str, Any],
+    executor_cpu: str = f"{EXECUTOR_CPU_MILLIS}m",
     driver: dict[str, str] = DRIVER,
 ) -> dict[str, Any]:
     return {
@@ -276,7 +315,7 @@ def copying_app(
             "pipeline": {"sql": slow_copy(sleep_ms)},
             "outputs": [{"topicRef": {"name": target}}],
             "driver": dict(driver),
-            "executor": dict(EXECUTOR),
+            "executor": {"cpu": executor_cpu, "memory": EXECUTOR_MEMORY},
             "scaling": scaling_spec,
             "trigger": {"processingTime": "2s"},
         },
@@ -321,12 +360,17 @@ def kafka_partitions(admin: AdminClient, topic: str) -> int:
     return len(admin.list_topics(topic, timeout=10).topics[topic].partitions)
 
 
-def produce(bootstrap: str, topic: str, count: int, *, tag: str = "r") -> None:
+def produce(
+    bootstrap: str, topic: str, count: int, *, tag: str = "r", partitions: int | None = None
+) -> None:
+    """`count` records; round-robin over `partitions` when given (each task of a batch reads one
+    partition: skewed partitions would time the slowest task, not the executor count)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for i in range(count):
+        partition = -1 if partitions is None else i % partitions  # -1: the partitioner's
         while True:
             try:
-                producer.produce(topic, value=f"{tag} {i}".encode())
+                producer.produce(topic, value=f"{tag} {i}".encode(), partition=partition)
                 break
             except BufferError:
                 producer.poll(0.05)
@@ -373,6 +417,7 @@ def growth(b: Bench, namespace: str, reader: LagReader) -> list[GrowthStep]:
                 source=source,
                 target=target,
                 sleep_ms=GROWTH_SLEEP_MS,
+                executor_cpu=b.fitting_cpu(GROWTH_PARTITIONS[-1]),
                 scaling_spec={
                     "minExecutors": 1,
                     "maxExecutors": GROWTH_PARTITIONS[-1],
@@ -457,6 +502,7 @@ class SpikeResult:
     drain: float | None
     executor_seconds: float
     scale_events: int
+    scale_moves: int
     series: tuple[int, ...]
 
 
@@ -493,6 +539,7 @@ def operated_way(b: Bench, namespace: str, label: str, app: str, minimum: int) -
                 source=source,
                 target=target,
                 sleep_ms=SPIKE_SLEEP_MS,
+                executor_cpu=b.fitting_cpu(CAP),
                 scaling_spec=spike_scaling(minimum),
             ),
         ]
@@ -515,6 +562,7 @@ def dynamic_allocation_way(b: Bench, namespace: str, app: str) -> Way:
         source=source,
         target=target,
         sleep_ms=SPIKE_SLEEP_MS,
+        executor_cpu=b.fitting_cpu(CAP),
         scaling_spec=spike_scaling(1),
     )
     created = b.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "apps", manifest)
@@ -567,11 +615,19 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
         timeout=300,
         what=f"{way.label}: the driver and {initial} executors Running",
     )
-    produce(b.bootstrap, way.source, WARMUP_RECORDS, tag="warm-up")
+    produce(b.bootstrap, way.source, WARMUP_RECORDS, tag="warm-up", partitions=CAP)
     wait_for(
         lambda: group_lag(reader, ns, app, way.source) == 0,
         timeout=300,
         what=f"{way.label}: the warm-up records processed and committed",
+    )
+    # The burst meets each way at rest: the warm-up's first batch (JIT, code generation) may
+    # have made dynamic allocation add executors, idle since; Spark removes them after its
+    # executorIdleTimeout (60 s).
+    wait_for(
+        lambda: running(b.core, ns, app) == initial,
+        timeout=300,
+        what=f"{way.label}: back to {initial} executors after the warm-up",
     )
     samples: list[Sample] = []
     stop = threading.Event()
@@ -581,7 +637,7 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
     )
     sampler.start()
     try:
-        produce(b.bootstrap, way.source, SPIKE_RECORDS, tag="burst")
+        produce(b.bootstrap, way.source, SPIKE_RECORDS, tag="burst", partitions=CAP)
         burst_done = time.monotonic() - started
         low_rate(b, way, started, samples, burst_done)
     finally:
@@ -597,6 +653,8 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
     )
     if way.unwatched:
         check_unwatched(b, way)
+    dump = b.logs / f"spike-{app}.json"  # the samples, to look into a figure
+    dump.write_text(json.dumps([dataclasses.asdict(s) for s in samples]))
     inside = [s for s in samples if s.at <= SPIKE_WINDOW]
     series = tuple(s.running for s in inside)
     return SpikeResult(
@@ -604,6 +662,7 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
         drain=drained,
         executor_seconds=executor_seconds(inside, SPIKE_WINDOW),
         scale_events=scaling.count_scale_events(series),
+        scale_moves=count_moves(inside),
         series=series,
     )
 
@@ -635,7 +694,7 @@ def low_rate(b: Bench, way: Way, started: float, samples: list[Sample], burst_do
             break
         due = int((now - burst_done) * LOW_RATE) if now > burst_done else 0
         while sent < due:
-            producer.produce(way.source, value=f"low {sent}".encode())
+            producer.produce(way.source, value=f"low {sent}".encode(), partition=sent % CAP)
             sent += 1
         producer.poll(0)
         time.sleep(0.02)
@@ -659,6 +718,20 @@ def sample_spike(
         stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
 
 
+def count_moves(samples: list[Sample]) -> int:
+    """Scale events grouped: changes of the Running count in the same direction, each within
+    MOVE_SECONDS of the one before, count once (a scale from 4 to 1 ends pods one by one)."""
+    moves, last_direction, last_at = 0, 0, float("-inf")
+    for before, after in itertools.pairwise(samples):
+        if after.running == before.running:
+            continue
+        direction = 1 if after.running > before.running else -1
+        if direction != last_direction or after.at - last_at > MOVE_SECONDS:
+            moves += 1
+        last_direction, last_at = direction, after.at
+    return moves
+
+
 def executor_seconds(samples: list[Sample], window: float) -> float:
     """The Running executor count integrated over [first sample, window] (each sample holds
     until the next)."""
@@ -679,7 +752,8 @@ def spike(b: Bench, namespace: str, reader: LagReader) -> list[SpikeResult]:
         result = run_spike(b, way, reader, initial)
         print(
             f"  spike, {way.label}: drain {fmt(result.drain)} s, executor-seconds "
-            f"{result.executor_seconds:.0f}, scale events {result.scale_events}, executors "
+            f"{result.executor_seconds:.0f}, scale events {result.scale_events} (moves "
+            f"{result.scale_moves}), executors "
             f"{describe_series(result.series)}",
             flush=True,
         )
@@ -838,11 +912,12 @@ def report_spike(results: list[SpikeResult]) -> Report:
         f"spike: {SPIKE_RECORDS:,} records at once, then {LOW_RATE}/s; {CAP} partitions, "
         f"{SPIKE_SLEEP_MS} ms per record; executor-seconds over {SPIKE_WINDOW:.0f} s from the "
         f"burst; drained = lag <= {DRAINED_LAG}",
-        f"  {'':28}{'drain s':>9}{'exec-s':>9}{'scale events':>14}",
+        f"  {'':28}{'drain s':>9}{'exec-s':>9}{'scale events':>14}{'moves':>7}",
     ]
     for r in results:
         lines.append(
             f"  {r.way:<28}{fmt(r.drain):>9}{r.executor_seconds:>9.0f}{r.scale_events:>14}"
+            f"{r.scale_moves:>7}"
         )
     ratios: dict[str, float | None] = {}
     for name, r in (("rillet", rillet), ("dynamic_allocation", dynamic)):
@@ -860,7 +935,9 @@ def report_spike(results: list[SpikeResult]) -> Report:
         f"{fmt(ratios['dynamic_allocation_drain_vs_fixed'], 2)}x",
         f"  scale events: Rillet {rillet.scale_events} vs dynamic allocation "
         f"{dynamic.scale_events} (target fewer "
-        f"{verdict(rillet.scale_events < dynamic.scale_events)})",
+        f"{verdict(rillet.scale_events < dynamic.scale_events)}); moves (changes in one "
+        f"direction within {MOVE_SECONDS:.0f} s counted once) {rillet.scale_moves} vs "
+        f"{dynamic.scale_moves}",
     ]
     figures = {
         "spike": [{**dataclasses.asdict(r), "series": describe_series(r.series)} for r in results],
@@ -912,18 +989,26 @@ def main() -> None:
         state.kubeconfig, ["apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds")]
     )
     run = f"bench-apps-{uuid.uuid4().hex[:6]}"
+    core = client.CoreV1Api()
     b = Bench(
         state=state,
         image=state.node.images["runtime"],
         run=run,
-        admin=AdminClient({"bootstrap.servers": state.kafka_bootstrap}),
+        # Quiet: librdkafka notices (a partition count changed) are what the run is about.
+        admin=AdminClient({"bootstrap.servers": state.kafka_bootstrap, "log_level": 3}),
         custom=client.CustomObjectsApi(),
-        core=client.CoreV1Api(),
+        core=core,
         # As the operator's AppKube has it: the apiserver of its kubeconfig.
         apiserver_url=str(client.Configuration.get_default_copy().host),
         logs=Path(tempfile.mkdtemp(prefix=f"{run}-")),
+        free_cpu_millis=free_cpu(core, state.node.name),
     )
-    print(f"run {run}; operator logs in {b.logs}", flush=True)
+    print(
+        f"run {run}; operator logs in {b.logs}; the node has {b.free_cpu_millis}m CPU free: "
+        f"executors of {b.fitting_cpu(GROWTH_PARTITIONS[-1])} (growth), "
+        f"{b.fitting_cpu(CAP)} (spike)",
+        flush=True,
+    )
     reader = LagReader({"bootstrap.servers": state.kafka_bootstrap}, timeout=5)
     reports: list[Callable[[], Report]] = []
     try:
