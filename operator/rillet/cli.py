@@ -220,11 +220,14 @@ def operator_run(
 ) -> None:
     """Run the operator against the cluster of the current kubeconfig (or in-cluster)."""
     import asyncio
+    import faulthandler
     import logging
+    import signal
 
     import kopf
 
     from rillet.handlers import registration  # noqa: F401 - registers the handlers
+    from rillet.handlers.supervision import Supervisor
     from rillet.settings import OperatorSettings
 
     logging.basicConfig(
@@ -239,15 +242,22 @@ def operator_run(
         settings = settings.model_copy(update={"namespaces": namespace})
     namespaces = settings.namespaces
     health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+    # `kill -USR1 <pid>` prints every thread's stack: where a stuck operator is stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    stop = asyncio.Event()
+    supervisor = Supervisor(stop)
     asyncio.run(
         kopf.operator(
             standalone=True,
             clusterwide=not namespaces,
             namespaces=namespaces,
             liveness_endpoint=health,
-            memo=kopf.Memo(operator=settings),
+            stop_flag=stop,
+            memo=kopf.Memo(operator=settings, supervisor=supervisor),
         )
     )
+    if supervisor.failure:
+        raise _fail(f"operator stopped: {supervisor.failure}")
 
 
 if __name__ == "__main__":

@@ -334,6 +334,39 @@ def operator(
     process.stop()
 
 
+@pytest.fixture(autouse=True)
+def operator_stays_healthy(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that used the session operator fails if the operator died or stopped answering
+    its health endpoint meanwhile, with its exit code or stacks and its last log lines; it is
+    restarted, so that the tests after it (and this test's own clean-up) have an operator."""
+    if "operator" not in request.fixturenames:
+        yield
+        return
+    request.getfixturevalue("new_namespace")  # set up first, so cleaned up after this check
+    process: OperatorProcess = request.getfixturevalue("operator")
+    yield
+    problem = operator_problem(process)
+    if problem:
+        process.restart()
+        pytest.fail(problem)
+
+
+def operator_problem(process: OperatorProcess) -> str | None:
+    """What is wrong with a running operator, with the end of its log; None if nothing."""
+    assert process.process is not None
+    code = process.process.poll()
+    if code is None and process.healthy():
+        return None
+    if code is None:
+        process.dump_stacks()
+        _until(lambda: "most recent call first" in process.log_text(), timeout=5, interval=0.2)
+        what = "the operator stopped answering its health endpoint"
+    else:
+        what = f"the operator exited with code {code}"
+    tail = "\n".join(process.log_text().splitlines()[-60:])
+    return f"{what}; the end of its log:\n{tail}"
+
+
 @pytest.fixture
 def lone_operator(
     stack: devstack.StackState,

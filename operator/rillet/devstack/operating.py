@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,7 @@ class OperatorProcess:
     settings: dict[str, str] = field(default_factory=dict)
     resync_seconds: float = 3.0
     metrics_port: int = field(default_factory=processes.free_port)
+    health_port: int = field(default_factory=processes.free_port)
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -37,7 +40,7 @@ class OperatorProcess:
             "RILLET_KAFKA_BOOTSTRAP": self.bootstrap,
             "RILLET_RESYNC_SECONDS": str(self.resync_seconds),
             "RILLET_METRICS_PORT": str(self.metrics_port),
-            "RILLET_HEALTH_PORT": "0",
+            "RILLET_HEALTH_PORT": str(self.health_port),
             # As the Helm chart's Deployment sets it (see charts/rillet/templates).
             "MALLOC_ARENA_MAX": "2",
             **self.settings,
@@ -73,6 +76,26 @@ class OperatorProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def healthy(self, timeout: float = 10.0) -> bool:
+        """Its health endpoint answers OK: the event loop runs, start-up finished, and none of
+        its own loops ended (what the chart's probes ask of the pod)."""
+        url = f"http://127.0.0.1:{self.health_port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, TimeoutError, ConnectionError):
+            return False
+
+    def dump_stacks(self) -> None:
+        """Ask it to print every thread's stack into its log (SIGUSR1, see `rillet operator
+        run`): where a stuck operator is stuck."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGUSR1)
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")

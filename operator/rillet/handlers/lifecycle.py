@@ -12,7 +12,15 @@ from typing import Any
 import kopf
 import prometheus_client
 
-from rillet.handlers import appreconciling, appscaling, indexes, nudging, resyncing, tables
+from rillet.handlers import (
+    appreconciling,
+    appscaling,
+    indexes,
+    nudging,
+    resyncing,
+    supervision,
+    tables,
+)
 from rillet.k8s.applying import AppKube
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.admin import TopicAdmin
@@ -87,6 +95,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
             scaler.run_forever(app_settings.scale_seconds), name="rillet-app-scaling"
         ),
     ]
+    # `rillet operator run` gives one holding kopf's stop flag; elsewhere only the probe tells.
+    memo.supervisor = memo.get("supervisor") or supervision.Supervisor(stop=None)
+    memo.supervisor.watch(memo.tasks)
     if operator.metrics_port:
         prometheus_client.start_http_server(operator.metrics_port, addr="0.0.0.0")
     logging.getLogger(__name__).info(
@@ -102,9 +113,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
 def started(memo: kopf.Memo, **_: Any) -> bool:
     """The health endpoint fails until start-up finished, so a readiness probe on it (and thus
     `helm install --wait`, Argo CD, `kubectl rollout status`) waits for a working operator, not
-    merely a running process."""
+    merely a running process. It fails again if one of the operator's loops ended."""
     if not getattr(memo, "tasks", None):
         raise kopf.PermanentError("the operator is still starting")
+    if memo.supervisor.failure:
+        raise kopf.PermanentError(memo.supervisor.failure)
     return True
 
 
