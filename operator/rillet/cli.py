@@ -198,7 +198,7 @@ def crds_generate(
     root: Annotated[Path, typer.Option(help="Repository root to write into.")] = Path("."),
 ) -> None:
     """Regenerate crds/, charts/rillet/crds/, docs/api.md and the chart's values.schema.json
-    from the pydantic models."""
+    and README.md from the pydantic models."""
     from rillet.crdgen import generating
 
     for path in generating.write_repository(root):
@@ -242,7 +242,9 @@ def operator_run(
         settings = settings.model_copy(update={"namespaces": namespace})
     namespaces = settings.namespaces
     health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-    # `kill -USR1 <pid>` prints every thread's stack: where a stuck operator is stuck.
+    # A crash in a C extension (librdkafka) prints every thread's Python stack before the
+    # process dies, and `kill -USR1 <pid>` prints them too: where a stuck operator is stuck.
+    faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     stop = asyncio.Event()
     supervisor = Supervisor(stop)

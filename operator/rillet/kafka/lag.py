@@ -2,12 +2,17 @@
 
 The runtime commits the offsets an App has processed to its consumer group
 (`apprun.consumer_group`); lag is, per partition, the latest offset minus the committed one. A
-scaling pass asks about every running App in one call, answered in one worker thread:
-- round one, in parallel: one describe of all input topics (their partition counts) and one
-  offset fetch per consumer group (Kafka's admin API takes a single group per request);
-- round two, in parallel: one list-offsets of every partition's latest offset, and one of the
-  earliest offset of partitions a group has not committed yet (partitions added to a topic
-  since its last batch: the App reads them from the start, so all of it is lag).
+scaling pass asks about every running App in one call, answered in worker threads:
+- one describe of all input topics (their partition counts);
+- the committed offsets of each consumer group, fetched in parallel, each through a consumer of
+  that group kept for as long as its App is scaled (it never subscribes, so it never joins the
+  group). Not through the AdminClient's list_consumer_group_offsets: librdkafka (up to 2.16 at
+  least) dereferences a NULL consumer group when that request meets NOT_COORDINATOR or a
+  coordinator still loading (a fresh cluster, a broker restart), and the whole process dies of
+  SIGSEGV (librdkafka issue #5040). A consumer handles those answers as its own;
+- in parallel: one list-offsets of every partition's latest offset, and one of the earliest
+  offset of partitions a group has not committed yet (partitions added to a topic since its
+  last batch: the App reads them from the start, so all of it is lag).
 
 Failures are values: a topic Kafka cannot describe has unknown partitions, a group whose offsets
 cannot be read has unknown lag, and only its App's status says so. A group that has committed
@@ -25,12 +30,14 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicCollection, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
+# Consumer groups whose commits are read at once (each read is one blocking request).
+COMMIT_READERS = 8
 
 
 @dataclass(frozen=True)
@@ -103,8 +110,18 @@ class LagReader:
 
     def __init__(self, client_config: Mapping[str, Any], *, timeout: float = 10.0) -> None:
         # Silenced like TopicAdmin's: while Kafka is down the statuses say so, every 2 seconds.
-        self._client = AdminClient({**client_config, "log_level": 3})
+        self._config = {**client_config, "log_level": 3}
+        self._client = AdminClient(self._config)
         self._timeout = timeout
+        self._consumers: dict[str, Consumer] = {}  # per consumer group, only to read its commits
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=COMMIT_READERS, thread_name_prefix="rillet-lag"
+        )
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        for group in list(self._consumers):
+            self._consumers.pop(group).close()
 
     async def observe(
         self,
@@ -129,15 +146,15 @@ class LagReader:
         described = self._client.describe_topics(
             TopicCollection(topics), request_timeout=self._timeout
         )
-        fetched = {
-            group: self._client.list_consumer_group_offsets(
-                [ConsumerGroupTopicPartitions(group)], request_timeout=self._timeout
-            )[group]
-            for group in wanted
-        }
-        self._wait([*described.values(), *fetched.values()])
+        self._wait(list(described.values()))
         partitions = {topic: _partition_count(_value(described[topic])) for topic in topics}
-        committed = {group: _commits(_value(future)) for group, future in fetched.items()}
+        self._forget_groups_but(wanted.keys())
+        fetched = {
+            group: self._pool.submit(self._committed, group, group_topics, partitions)
+            for group, group_topics in wanted.items()
+        }
+        self._wait(list(fetched.values()))
+        committed = {group: _value(future) for group, future in fetched.items()}
 
         every = [(t, p) for t, count in partitions.items() for p in range(count or 0)]
         uncommitted = uncommitted_partitions(wanted, partitions, committed, from_start)
@@ -163,6 +180,33 @@ class LagReader:
             for topic in group_topics
         }
 
+    def _committed(
+        self, group: str, topics: Iterable[str], partitions: Mapping[str, int | None]
+    ) -> dict[Partition, int] | None:
+        """The group's committed offsets in these topics; None when they could not be read."""
+        wanted = [TopicPartition(t, p) for t in topics for p in range(partitions.get(t) or 0)]
+        if not wanted:
+            return {}
+        consumer = self._consumers.get(group)
+        if consumer is None:
+            consumer = Consumer({**self._config, "group.id": group, "enable.auto.commit": False})
+            self._consumers[group] = consumer
+        try:
+            found = consumer.committed(wanted, timeout=self._timeout)
+        except KafkaException as error:
+            log.debug("reading the commits of %s failed: %s", group, error)
+            return None
+        return {
+            (tp.topic, tp.partition): tp.offset
+            for tp in found
+            if tp.offset >= 0 and tp.error is None
+        }
+
+    def _forget_groups_but(self, groups: Collection[str]) -> None:
+        """Close the consumers of groups no longer asked about (their Apps gone or stopped)."""
+        for group in self._consumers.keys() - set(groups):
+            self._consumers.pop(group).close()
+
     def _list_offsets(
         self, partitions: Iterable[Partition], spec: OffsetSpec
     ) -> dict[Partition, concurrent.futures.Future[Any]]:
@@ -179,17 +223,6 @@ class LagReader:
 
 def _partition_count(description: Any) -> int | None:
     return len(description.partitions) if description is not None else None
-
-
-def _commits(result: Any) -> dict[Partition, int] | None:
-    """A group's committed offsets; None when they could not be read."""
-    if result is None:
-        return None
-    return {
-        (tp.topic, tp.partition): tp.offset
-        for tp in result.topic_partitions or ()
-        if tp.offset >= 0 and tp.error is None
-    }
 
 
 def _has_commits(commits: Mapping[Partition, int] | None, topic: str) -> bool:
