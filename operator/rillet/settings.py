@@ -80,6 +80,15 @@ class OperatorSettings(BaseSettings):
     metrics_port: int = Field(default=8080, ge=0, description="Prometheus port (0: off).")
     health_port: int = Field(default=8081, ge=0, description="Liveness probe port (0: off).")
 
+    @property
+    def listed_namespaces(self) -> tuple[str, ...]:
+        """The watched namespaces when each is a name (no glob, no `!`), empty otherwise. The
+        chart then grants the operator rights in these alone, a Role in each (no ClusterRole
+        for namespaced resources), so it must make no cluster-wide request for them."""
+        if any(mark in name for name in self.namespaces for mark in "*?!"):
+            return ()
+        return tuple(self.namespaces)
+
     @field_validator("namespaces", mode="before")
     @classmethod
     def _split_namespaces(cls, value: object) -> object:

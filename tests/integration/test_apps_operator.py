@@ -41,10 +41,10 @@ from rillet.devstack.controlplane import write_service_account_kubeconfig
 from rillet.devstack.operating import OperatorProcess
 
 from .conftest import Kube
+from .gitopshealth import argocd_health
 from .kafka_reads import kafka_partitions
 from .objects import apply, condition, events, exists, get, topic, wait_condition
 from .polling import wait_for
-from .test_argocd_health import argocd_health
 
 IMAGE = "rillet/spark-runtime:0.1.0"
 OWNED = (

@@ -1,6 +1,7 @@
 """Argo CD's view of Rillet objects: charts/rillet/argocd/health.lua on real statuses.
 
-The script runs in Lua 5.1 (what Argo CD's gopher-lua implements) via lupa, on objects the real
+The script runs in gopher-lua, the Lua VM Argo CD embeds, on the object converted as Argo CD
+converts it (tests/gitopshealth, through `gitopshealth.argocd_health`), on objects the real
 operator reconciled, as read back from the apiserver (never edited by the test).
 
 Test plan:
@@ -11,31 +12,17 @@ Test plan:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from typing import Any
 
-import lupa.lua51 as lua51
 import pytest
 
 from rillet.devstack.operating import OperatorProcess
 
-from .conftest import REPO, Kube
+from .conftest import Kube
+from .gitopshealth import argocd_health
 from .objects import apply, get, topic, wait_condition
 
 pytestmark = pytest.mark.usefixtures("operator")
-
-SCRIPT = (REPO / "charts/rillet/argocd/health.lua").read_text()
-
-
-def argocd_health(obj: dict[str, Any]) -> tuple[str, str]:
-    runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
-    # Hand the object to Lua as Lua tables, lists 1-based (Argo CD does the same from JSON).
-    # Converted on the Python side: a converter written in Lua, calling back into Python per
-    # value, failed on objects of a few hundred values (len() came back as userdata).
-    runtime.globals().obj = runtime.table_from(json.loads(json.dumps(obj)), recursive=True)
-    result = runtime.execute(SCRIPT)
-    return str(result["status"]), str(result["message"])
 
 
 def test_health_follows_the_conditions(kube: Kube, namespace: str, kafka_prefix: str) -> None:

@@ -2,15 +2,22 @@
 
 Test plan:
 - `helm lint` passes and the chart's CRDs equal crds/ (generated from the models).
+- `helm lint` and `helm template` pass with the defaults and with each values file in ci/
+  (monitors, a PodDisruptionBudget, listed and globbed namespaces).
 - values are checked against values.schema.json: a misspelled key and a wrong type are each
-  refused, naming the key, by `helm template` (so by install and upgrade too).
+  refused, naming the key, by `helm template` (so by install and upgrade too); so are both
+  monitors at once (the operator would be scraped twice).
+- namespaces listed by name render a Role and RoleBinding in each, with the rules the
+  all-namespaces ClusterRole holds for namespaced resources, and a ClusterRole left with only
+  cluster-scoped ones (namespaces, CRDs).
 - `helm install` on the real apiserver creates the ServiceAccount, RBAC and Deployment; the
   Deployment gets a (Pending: no kubelet here) Pod wired to the Kafka settings and the
   credentials Secret, never to a literal password.
 - the operator, run with the chart's ServiceAccount token (its RBAC, nothing more), reconciles
   a Topic to Ready, with status and Events written, and an App: its objects applied (the
   driver's Role needs the operator to hold every permission it grants) and its pods read by the
-  scaling loop.
+  scaling loop; so it does when the chart watches a namespace by name and grants a Role there
+  (the scaling loop then lists pods in that namespace, not cluster-wide).
 - `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
   delete every Topic, Table and App), and the objects of their kinds. The stack's CRDs are
   shared by the session (installed by the `crds` fixture), so Helm could never own them: the
@@ -41,6 +48,8 @@ from .objects import apply, events, exists, get, topic, wait_condition
 from .polling import wait_for
 
 CHART = REPO / "charts" / "rillet"
+CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
+CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions"}
 
 
 def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
@@ -60,6 +69,67 @@ def test_chart_lints_and_carries_the_generated_crds(kube: Kube) -> None:
     assert not comparison.diff_files
 
 
+def rendered(kube: Kube, *args: str) -> list[dict[str, Any]]:
+    """The objects `helm template` renders from the chart with `args`."""
+    text = helm(kube, "template", "rillet", str(CHART), "--namespace", "ops", *args).stdout
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+@pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda v: v.name if v else "defaults")
+def test_chart_lints_and_renders_with_each_ci_values_file(kube: Kube, values: Path | None) -> None:
+    args = ["--values", str(values)] if values else []
+    assert "0 chart(s) failed" in helm(kube, "lint", "--strict", str(CHART), *args).stdout
+    kinds = {obj["kind"] for obj in rendered(kube, *args)}
+    assert {"Deployment", "ClusterRole", "ClusterRoleBinding", "ServiceAccount"} <= kinds
+
+
+def test_listed_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_scope(
+    kube: Kube,
+) -> None:
+    by_default = rendered(kube)
+    (cluster_wide,) = (obj for obj in by_default if obj["kind"] == "ClusterRole")
+    namespaced = [
+        rule for rule in cluster_wide["rules"] if not CLUSTER_SCOPED & set(rule["resources"])
+    ]
+
+    objects = rendered(kube, "--values", str(CHART / "ci" / "listed-namespaces-values.yaml"))
+
+    (cluster_role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == CLUSTER_SCOPED
+    for kind in ("Role", "RoleBinding"):
+        found = [obj for obj in objects if obj["kind"] == kind]
+        assert sorted(obj["metadata"]["namespace"] for obj in found) == ["team-a", "team-b"]
+    for role in (obj for obj in objects if obj["kind"] == "Role"):
+        assert role["rules"] == namespaced
+    for binding in (obj for obj in objects if obj["kind"] == "RoleBinding"):
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": "ops-rillet-operator",
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "rillet-operator", "namespace": "ops"}
+        ]
+    (globbed,) = (
+        obj
+        for obj in rendered(kube, "--values", str(CHART / "ci" / "glob-namespaces-values.yaml"))
+        if obj["kind"] == "ClusterRole"
+    )
+    assert globbed["rules"] == cluster_wide["rules"]
+
+
+def test_both_monitors_at_once_are_refused(kube: Kube) -> None:
+    with pytest.raises(subprocess.CalledProcessError) as refused:
+        rendered(
+            kube,
+            "--set",
+            "monitoring.serviceMonitor.enabled=true",
+            "--set",
+            "monitoring.podMonitor.enabled=true",
+        )
+    assert "enable serviceMonitor or podMonitor, not both" in refused.value.stderr
+
+
 @pytest.mark.parametrize(
     ("setting", "refusal"),
     [
@@ -67,6 +137,9 @@ def test_chart_lints_and_carries_the_generated_crds(kube: Kube) -> None:
         ("bogusKey=1", "at '': additional properties 'bogusKey'"),
         ("operator.metricsPort=metrics", "at '/operator/metricsPort': got string, want integer"),
         ("apps.imagePullPolicy=Sometimes", "at '/apps/imagePullPolicy'"),
+        ("serviceMonitor.enabled=true", "at '': additional properties 'serviceMonitor'"),
+        ("monitoring.podMonitor.interval=often", "at '/monitoring/podMonitor/interval'"),
+        ("watchNamespaces={Team_A}", "at '/watchNamespaces/0'"),
     ],
 )
 def test_values_with_a_typo_or_a_wrong_type_are_refused(
@@ -124,6 +197,20 @@ def test_install_creates_a_wired_operator_deployment(kube: Kube, release: str) -
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
 
+@pytest.fixture
+def listed_release(
+    kube: Kube, crds: None, new_namespace: Callable[..., str]
+) -> Iterator[tuple[str, str]]:
+    """The chart installed to watch one namespace by name (its rights there are a Role), with
+    its Deployment scaled to zero: the test runs the operator itself, as its ServiceAccount."""
+    namespace, watched = new_namespace(), new_namespace()
+    watch = f"watchNamespaces={{{watched}}}"
+    helm(kube, "install", "rillet", str(CHART), "--namespace", namespace, "--set", watch)
+    kube.kubectl("scale", "deployment/rillet-operator", "--replicas=0", "-n", namespace)
+    yield namespace, watched
+    helm(kube, "uninstall", "rillet", "--namespace", namespace)
+
+
 def test_operator_works_with_exactly_the_charts_rbac(
     kube: Kube,
     release: str,
@@ -132,13 +219,41 @@ def test_operator_works_with_exactly_the_charts_rbac(
     kafka_prefix: str,
     tmp_path: Path,
 ) -> None:
+    _reconcile_as_the_charts_operator(
+        kube, stack, release, new_namespace(), kafka_prefix=kafka_prefix, tmp_path=tmp_path
+    )
+
+
+def test_operator_works_with_a_role_in_each_listed_namespace(
+    kube: Kube,
+    listed_release: tuple[str, str],
+    stack: devstack.StackState,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    release, watched = listed_release
+    _reconcile_as_the_charts_operator(
+        kube, stack, release, watched, kafka_prefix=kafka_prefix, tmp_path=tmp_path
+    )
+
+
+def _reconcile_as_the_charts_operator(
+    kube: Kube,
+    stack: devstack.StackState,
+    release: str,
+    watched: str,
+    *,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    """The operator, with the release's ServiceAccount token, reconciles a Topic and an App in
+    `watched`: no request of it is Forbidden."""
     as_operator = write_service_account_kubeconfig(
         kube.kubeconfig,
         tmp_path / "operator.kubeconfig",
         namespace=release,
         name="rillet-operator",
     )
-    watched = new_namespace()
     operator = OperatorProcess(
         kubeconfig=as_operator,
         bootstrap=stack.kafka_bootstrap,

@@ -16,7 +16,8 @@ Test plan:
   a pass observes each input's partitions and lag (unknown where Kafka told nothing), the
   driver pod with its progress, and the Running executors;
 - the environment: the App settings win over what the operator itself uses;
-- REST paths of the App's objects, the spec hash of a StatefulSet, a refusal's message.
+- REST paths of the App's objects, the spec hash of a StatefulSet, a refusal's message; App
+  pods listed in one request, or one per namespace with Apps when the rights are namespaced.
 """
 
 from __future__ import annotations
@@ -322,6 +323,14 @@ def test_rest_paths_of_the_apps_objects() -> None:
     )
     assert applying.spec_hash_of(stateful_set) == "abc"
     assert applying.spec_hash_of(None) is None
+
+
+def test_app_pods_listed_cluster_wide_or_per_namespace() -> None:
+    assert applying.app_pods_paths({"b", "a"}, namespaced=False) == ["/api/v1/pods"]
+    assert applying.app_pods_paths({"b", "a"}, namespaced=True) == [
+        "/api/v1/namespaces/a/pods",
+        "/api/v1/namespaces/b/pods",
+    ]
 
 
 def test_a_refusal_says_what_the_apiserver_said() -> None:

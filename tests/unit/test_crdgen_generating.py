@@ -2,7 +2,8 @@
 
 Test plan:
 - crds/ and charts/rillet/crds/ hold exactly what the models generate, byte for byte;
-- docs/api.md is what the models generate, and so is the chart's values.schema.json;
+- docs/api.md is what the models generate, and so are the chart's values.schema.json and
+  README.md (its values table has a row per value of the model);
 - rendering is deterministic (same text twice) and sorted by file name.
 
 On failure, regenerate with `rillet crds generate` and commit the result.
@@ -41,6 +42,23 @@ def test_checked_in_api_reference_matches_the_models() -> None:
 def test_checked_in_values_schema_matches_the_model() -> None:
     on_disk = (ROOT / generating.VALUES_SCHEMA).read_text(encoding="utf-8")
     assert on_disk == generating.render_values_schema(), f"{generating.VALUES_SCHEMA} is {FIX}"
+
+
+def test_checked_in_chart_readme_matches_the_model() -> None:
+    on_disk = (ROOT / generating.CHART_README).read_text(encoding="utf-8")
+    assert on_disk == documenting.render_chart_readme(), f"{generating.CHART_README} is {FIX}"
+
+
+def test_chart_readme_has_a_row_per_value() -> None:
+    rows = [line for line in documenting.render_chart_readme().splitlines() if line[:3] == "| `"]
+    keys = [row.split("`")[1] for row in rows]
+
+    assert len(keys) == len(set(keys))
+    assert {"image", "kafka.bootstrapServers", "monitoring.serviceMonitor.interval"} <= set(keys)
+    interval = rows[keys.index("monitoring.serviceMonitor.interval")]
+    assert '| string | `"30s"` | How often Prometheus scrapes.' in interval
+    requests = rows[keys.index("resources.requests")]
+    assert "| map of string or integer |" in requests
 
 
 def test_rendering_is_deterministic_and_sorted() -> None:

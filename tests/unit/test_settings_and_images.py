@@ -3,7 +3,8 @@
 Test plan:
 - the SASL password is read from the environment, hidden in repr/str/JSON dumps, and handed
   only to the Kafka client config.
-- the namespace list is split from one comma-separated variable.
+- the namespace list is split from one comma-separated variable; it counts as listed (the
+  chart grants a Role in each) only when every entry is a name, not a glob or an exclusion.
 - images/runtime/connector-pom.xml pins exactly the connector jars the local stack uses.
 """
 
@@ -35,6 +36,23 @@ def test_password_never_shows_outside_the_client_config(
 def test_namespaces_split_from_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RILLET_NAMESPACES", "team-a, team-*")
     assert OperatorSettings().namespaces == ["team-a", "team-*"]
+
+
+@pytest.mark.parametrize(
+    ("namespaces", "listed"),
+    [
+        ("team-a,team-b", ("team-a", "team-b")),
+        ("", ()),
+        ("team-a,team-*", ()),
+        ("team-?", ()),
+        ("!kube-system", ()),
+    ],
+)
+def test_namespaces_listed_only_when_all_are_names(
+    monkeypatch: pytest.MonkeyPatch, namespaces: str, listed: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("RILLET_NAMESPACES", namespaces)
+    assert OperatorSettings().listed_namespaces == listed
 
 
 def test_runtime_image_connector_pom_matches_versions() -> None:

@@ -17,3 +17,14 @@ app.kubernetes.io/name: rillet
 app.kubernetes.io/component: operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
+
+{{/* "true" when watchNamespaces lists namespace names only (no glob, no `!`): the operator's
+rights are then a Role in each (rbac.yaml). A glob can match a namespace made after the install,
+which no Role made now covers, so globs and "all namespaces" get a ClusterRole. */}}
+{{- define "rillet.namespacesListed" -}}
+{{- $listed := gt (len .Values.watchNamespaces) 0 -}}
+{{- range .Values.watchNamespaces -}}
+{{- if regexMatch "[*?!]" . -}}{{- $listed = false -}}{{- end -}}
+{{- end -}}
+{{- if $listed -}}true{{- end -}}
+{{- end -}}

@@ -8,12 +8,16 @@ value the operator reads maps to one of its RILLET_* settings (rillet.settings).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+# A namespace name, or a kopf pattern: globs (`*`, `?`) and a leading `!` that excludes.
+NamespacePattern = Annotated[str, Field(pattern=r"^!?[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?$")]
+# A Prometheus duration, as the Prometheus Operator accepts it: 30s, 1m, 1m30s.
+Duration = Annotated[str, Field(pattern=r"^(0|([0-9]+(ms|s|m|h|d|w|y))+)$")]
 
 
 class ChartModel(BaseModel):
@@ -25,9 +29,9 @@ class ChartModel(BaseModel):
 class Image(ChartModel):
     """The operator's container image."""
 
-    repository: str = Field(default="rillet/operator", min_length=1)
+    repository: str = Field(default="rillet/operator", min_length=1, description="Without tag.")
     tag: str = Field(default="", description="Defaults to the chart's appVersion.")
-    pull_policy: PullPolicy = "IfNotPresent"
+    pull_policy: PullPolicy = Field(default="IfNotPresent", description="Of the operator pod.")
 
 
 class Kafka(ChartModel):
@@ -36,7 +40,9 @@ class Kafka(ChartModel):
     bootstrap_servers: str = Field(
         default="kafka:9092", min_length=1, description="host:port[,host:port...]"
     )
-    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        default="PLAINTEXT", description="How the operator connects to the brokers."
+    )
     sasl_mechanism: Literal["", "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = Field(
         default="", description="Empty: no SASL."
     )
@@ -55,7 +61,7 @@ class Operator(ChartModel):
     )
     prefix_namespace: bool = Field(
         default=False,
-        description="Name Kafka topics <namespace>.<name> (Kafka clusters shared by teams).",
+        description="Name Kafka topics `<namespace>.<name>` (Kafka clusters shared by teams).",
     )
     worker_limit: int = Field(default=200, ge=1, description="Objects handled at once.")
     worker_idle_seconds: float = Field(
@@ -97,22 +103,61 @@ class Apps(ChartModel):
 class Resources(ChartModel):
     """The operator container's resources (a Kubernetes ResourceRequirements)."""
 
-    requests: dict[str, str | int] = Field(default={"cpu": "100m", "memory": "256Mi"})
-    limits: dict[str, str | int] = Field(default={"memory": "512Mi"})
+    requests: dict[str, str | int] = Field(
+        default={"cpu": "100m", "memory": "256Mi"}, description="What the scheduler reserves."
+    )
+    limits: dict[str, str | int] = Field(
+        default={"memory": "512Mi"},
+        description="What the container may use at most.",
+    )
 
 
-class ServiceMonitor(ChartModel):
-    """A Prometheus Operator ServiceMonitor for the metrics port."""
+class PodDisruptionBudget(ChartModel):
+    """A PodDisruptionBudget for the operator pod."""
 
-    enabled: bool = False
+    enabled: bool = Field(
+        default=False,
+        description="Off by default: the operator runs one replica (kopf runs standalone, "
+        "without peering), so a budget protects nothing. On, it says maxUnavailable 1, which "
+        "never blocks a node drain (minAvailable 1 would block every drain forever); for "
+        "clusters whose policy wants a budget on every workload.",
+    )
+
+
+class Monitor(ChartModel):
+    """A Prometheus Operator object scraping the operator's metrics port (operator.metricsPort).
+    Needs the monitoring.coreos.com CRDs; enable one of the two, not both (the operator would
+    be scraped twice)."""
+
+    enabled: bool = Field(default=False, description="Render it.")
+    interval: Duration = Field(default="30s", description="How often Prometheus scrapes.")
+    labels: dict[str, str] = Field(
+        default={},
+        description="Extra labels, e.g. the one your Prometheus's monitor selector matches.",
+    )
+
+
+class Monitoring(ChartModel):
+    """Prometheus Operator objects for the operator's metrics (rillet_*)."""
+
+    service_monitor: Monitor = Field(
+        default_factory=Monitor, description="A ServiceMonitor selecting the metrics Service."
+    )
+    pod_monitor: Monitor = Field(
+        default_factory=Monitor, description="A PodMonitor selecting the operator pod."
+    )
 
 
 class ChartValues(ChartModel):
     """Values of the Rillet operator chart."""
 
     image: Image = Field(default_factory=Image)
-    watch_namespaces: list[str] = Field(
-        default=[], description='Namespaces to watch (globs allowed, e.g. "team-*"); empty: all.'
+    watch_namespaces: list[NamespacePattern] = Field(
+        default=[],
+        description='Namespaces to watch; empty: all. Names alone (no glob such as "team-*", '
+        "no `!`): the operator gets a Role in each of them and, cluster-wide, only reads "
+        "namespaces and CRDs; each must exist. With a glob it is granted a ClusterRole, as for "
+        "all namespaces (a glob matches namespaces made later).",
     )
     kafka: Kafka = Field(default_factory=Kafka)
     operator: Operator = Field(default_factory=Operator)
@@ -134,7 +179,8 @@ class ChartValues(ChartModel):
         },
         description="The operator container's securityContext (a Kubernetes SecurityContext).",
     )
-    service_monitor: ServiceMonitor = Field(default_factory=ServiceMonitor)
+    pod_disruption_budget: PodDisruptionBudget = Field(default_factory=PodDisruptionBudget)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
 
 
 def values_schema() -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""Render the generated files of the Rillet API (CRDs, API reference, the chart's values schema)
-and write them.
+"""Render the generated files of the Rillet API (CRDs, API reference, the chart's values schema
+and README) and write them.
 
 Everything here is pure except the `write_*` functions at the bottom. `render_all()` gives the
 text of every generated file; a unit test compares it with the checked-in copies, so the CRDs
@@ -27,6 +27,7 @@ HEADER = (
 CRD_DIRECTORIES = (Path("crds"), Path("charts/rillet/crds"))
 API_REFERENCE = Path("docs/api.md")
 VALUES_SCHEMA = Path("charts/rillet/values.schema.json")
+CHART_README = Path("charts/rillet/README.md")
 
 
 def render_yaml(document: Mapping[str, Any]) -> str:
@@ -62,11 +63,14 @@ def write_all(dirs: list[Path]) -> list[Path]:
 
 
 def write_repository(root: Path) -> list[Path]:
-    """Regenerate every generated file of the repository at `root`: CRDs and docs/api.md."""
+    """Regenerate every generated file of the repository at `root`: CRDs, docs/api.md, and the
+    chart's values.schema.json and README.md."""
     written = write_all([root / directory for directory in CRD_DIRECTORIES])
     reference = root / API_REFERENCE
     reference.parent.mkdir(parents=True, exist_ok=True)
     reference.write_text(documenting.render_api_reference(), encoding="utf-8")
     schema = root / VALUES_SCHEMA
     schema.write_text(render_values_schema(), encoding="utf-8")
-    return [*written, reference, schema]
+    readme = root / CHART_README
+    readme.write_text(documenting.render_chart_readme(), encoding="utf-8")
+    return [*written, reference, schema, readme]

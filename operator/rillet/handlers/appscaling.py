@@ -6,7 +6,8 @@ references). Every RILLET_APP_SCALE_SECONDS it takes the latest App bodies from 
 and, for the settled ones (status at the current generation, not being deleted, not suspended):
 - observes in one batch: the lag and partitions of every App's stream inputs (one Kafka round
   trip for all Apps, in a worker thread: `kafka.lag`), and every App's driver and executor pods
-  (one list request);
+  (one list request; one per namespace with Apps when the operator holds Roles, not a
+  ClusterRole: `applying.app_pods_paths`);
 - decides each App's executor count (`reconcile.scaling.plan_executors`, with the App's
   recommendation history kept here, in memory, by uid), never above the cap the partitions set:
   a topic that grew raises the cap at the next pass;
@@ -228,7 +229,9 @@ class AppScaler:
             return
         targets = [target_of(body, self._deps.views) for body in bodies]
         lags, pods = await asyncio.gather(
-            self._observe_lag(targets), self._deps.kube.app_pods(), return_exceptions=True
+            self._observe_lag(targets),
+            self._deps.kube.app_pods({t.key[0] for t in targets}),
+            return_exceptions=True,
         )
         if isinstance(pods, BaseException):
             log.warning("listing App pods failed: %s", applying.describe(pods))

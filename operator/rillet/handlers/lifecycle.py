@@ -75,7 +75,9 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         writer=writer,
     )
     app_settings = AppSettings()
-    memo.apps, scaler = start_apps(app_settings, kafka, writer, kwargs)
+    memo.apps, scaler = start_apps(
+        app_settings, kafka, writer, kwargs, namespaced=bool(operator.listed_namespaces)
+    )
     memo.tasks = [
         asyncio.create_task(syncer.run(), name="rillet-topic-syncer"),
         asyncio.create_task(
@@ -126,9 +128,12 @@ def start_apps(
     kafka: KafkaSettings,
     writer: ObjectWriter,
     indexes_kwargs: dict[str, Any],
+    *,
+    namespaced: bool,
 ) -> tuple[appreconciling.AppDeps, appscaling.AppScaler]:
-    """What App reconciles use, and the scaling loop (not started yet)."""
-    kube = AppKube()
+    """What App reconciles use, and the scaling loop (not started yet). `namespaced`: the
+    operator's rights are in its watched namespaces alone."""
+    kube = AppKube(namespaced=namespaced)
     deps = appreconciling.AppDeps(
         kube=kube,
         views=indexes.AppViews.of(indexes_kwargs),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -89,6 +89,14 @@ def refusal_message(error: ApiException) -> str:
     return str(message or f"HTTP {error.status} {error.reason or ''}".strip())
 
 
+def app_pods_paths(namespaces: Collection[str], *, namespaced: bool) -> list[str]:
+    """Where the pods of the Apps in `namespaces` are listed: one cluster-wide request, or one
+    per namespace when the operator's rights are a Role in each watched namespace."""
+    if not namespaced:
+        return ["/api/v1/pods"]
+    return [object_path("v1", "Pod", namespace) for namespace in sorted(namespaces)]
+
+
 def describe(error: BaseException) -> str:
     """One line for a failed call, for logs: the apiserver's message, never headers."""
     if isinstance(error, ApiException):
@@ -97,9 +105,11 @@ def describe(error: BaseException) -> str:
 
 
 class AppKube:
-    """The Kubernetes calls of the App reconcile and the scaling loop."""
+    """The Kubernetes calls of the App reconcile and the scaling loop. `namespaced`: the
+    operator may list pods only in the namespaces it watches (`app_pods_paths`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, namespaced: bool = False) -> None:
+        self._namespaced = namespaced
         try:
             config.load_incluster_config()  # type: ignore[no-untyped-call]
         except config.ConfigException:
@@ -209,8 +219,9 @@ class AppKube:
         found = await asyncio.to_thread(self._get, object_path("v1", "Pod", namespace), query)
         return list((found or {}).get("items") or [])
 
-    async def app_pods(self) -> list[dict[str, Any]]:
-        """Every driver and executor pod of every App, in one request (all namespaces)."""
+    async def app_pods(self, namespaces: Collection[str]) -> list[dict[str, Any]]:
+        """Every driver and executor pod of the Apps in `namespaces` (maybe more)."""
         query = [("labelSelector", APP_PODS_SELECTOR)]
-        found = await asyncio.to_thread(self._get, "/api/v1/pods", query)
-        return list((found or {}).get("items") or [])
+        paths = app_pods_paths(namespaces, namespaced=self._namespaced)
+        found = await asyncio.gather(*(asyncio.to_thread(self._get, p, query) for p in paths))
+        return [pod for listed in found for pod in (listed or {}).get("items") or []]
