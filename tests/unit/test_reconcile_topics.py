@@ -156,6 +156,33 @@ def test_kstatus_reading_of_each_state() -> None:
     assert statuses_of("stalled") == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
 
 
+@pytest.mark.parametrize(
+    ("before", "ready"),
+    [("ready", "True"), ("stalled", None), ("progressing", None), (None, None)],
+)
+def test_a_paused_object_keeps_only_a_true_ready(
+    before: statuses.State | None, ready: str | None
+) -> None:
+    """Paused is neither Reconciling nor Stalled; Ready stays only if True, since Ready False or
+    Unknown would keep a Flux health check waiting for as long as the object is paused."""
+    previous = (
+        statuses.derive_conditions(
+            statuses.Verdict(before, "Before", "m"), generation=1, previous=None, now=NOW
+        )
+        if before
+        else None
+    )
+    paused = statuses.derive_conditions(
+        statuses.Verdict("paused", "Paused", "paused by annotation"),
+        generation=2,
+        previous=previous,
+        now=NOW,
+    )
+    expected = {"Reconciling": "False", "Stalled": "False"} | ({"Ready": ready} if ready else {})
+    assert {c["type"]: c["status"] for c in paused} == expected
+    assert statuses.standing_condition(paused)["reason"] == "Paused"
+
+
 def test_unreachable_kafka_is_progress_not_failure() -> None:
     verdict = statuses.topic_verdict(SyncOutcome(unavailable="no broker"), kafka_name="t")
     assert (verdict.state, verdict.reason) == ("progressing", "KafkaUnavailable")

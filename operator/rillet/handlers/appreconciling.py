@@ -204,9 +204,9 @@ class AppReport:
 
 
 def ready_condition(status: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The Ready condition of a status ({} when there is none)."""
-    found = (status or {}).get("conditions") or ()
-    return next((dict(c) for c in found if c.get("type") == "Ready"), {})
+    """The condition saying where the App last stood (Ready; Stalled for a suspended App, which
+    has no Ready), {} when there is none."""
+    return statuses.standing_condition((status or {}).get("conditions"))
 
 
 def standing_notes(

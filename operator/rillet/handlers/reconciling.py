@@ -158,7 +158,7 @@ def derive_notes(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> tu
     """Events for what changed in Kafka, and for a verdict that differs from the last one."""
     previous = subject.previous_status
     conditions = previous.get("conditions") or []
-    ready: dict[str, Any] = next((c for c in conditions if c.get("type") == "Ready"), {})
+    ready = statuses.standing_condition(conditions)
     # Changes made while the spec stood still and the topic was Ready undo drift made in Kafka.
     drifted = ready.get("status") == "True" and previous.get("observedGeneration") == (
         subject.generation

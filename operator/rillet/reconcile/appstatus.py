@@ -205,18 +205,16 @@ def derive_conditions(
 ) -> list[dict[str, Any]]:
     """The three conditions of the App, transition times kept for unchanged statuses.
 
-    A suspended App is neither Ready (nothing runs), nor Reconciling, nor Stalled; statuses has
-    no state for that, so Ready comes from the "stalled" derivation and the others from "paused".
+    A suspended App is neither Reconciling nor Stalled, and has no Ready condition: nothing runs,
+    so it is not Ready, but Ready False would make kstatus (Flux) call it InProgress for as long
+    as it is suspended, hanging health checks (docs/health.md).
     """
-    before = list(previous or ())
     derived = statuses.derive_conditions(
-        standing.verdict, generation=generation, previous=before, now=now
+        standing.verdict, generation=generation, previous=list(previous or ()), now=now
     )
     if standing.verdict.state != "paused":
         return derived
-    stopped = statuses.Verdict("stalled", standing.verdict.reason, standing.verdict.message)
-    ready = statuses.derive_conditions(stopped, generation=generation, previous=before, now=now)
-    return [ready[0], *derived[1:]]
+    return [c for c in derived if c["type"] != conditions.READY]
 
 
 def total_partitions(inputs: Iterable[InputObservation]) -> int | None:

@@ -28,7 +28,12 @@ class Verdict:
     message: str
 
 
-# (Ready, Reconciling, Stalled) per state; None: keep Ready as it was.
+# (Ready, Reconciling, Stalled) per state; None: keep Ready if it was True, else leave it out.
+# A paused object is neither Reconciling nor Stalled. Writing Ready False or Unknown for it would
+# make kstatus (Flux) call it InProgress until it is resumed, hanging every health check that
+# waits on it; with no Ready, kstatus calls it Current, and Argo CD shows it Suspended (health.lua
+# reads the pause itself). A Ready True is kept: Apps reading the Topic, and its claim on the
+# Kafka topic, go on while it is paused (docs/health.md).
 _STATUSES: dict[State, tuple[str | None, str, str]] = {
     "ready": ("True", "False", "False"),
     "unmanaged": ("True", "False", "False"),
@@ -45,17 +50,20 @@ def derive_conditions(
     previous: Sequence[Mapping[str, Any]] | None,
     now: datetime,
 ) -> list[dict[str, Any]]:
-    """The three conditions for `verdict`, keeping transition times of unchanged statuses."""
+    """The conditions for `verdict`, keeping transition times of unchanged statuses: all three,
+    but a paused object's Ready only if it was True."""
     before = {c["type"]: c for c in previous or ()}
     ready, reconciling, stalled = _STATUSES[verdict.state]
-    if ready is None:
-        ready = str(before.get(conditions.READY, {}).get("status", "Unknown"))
+    if ready is None and before.get(conditions.READY, {}).get("status") == "True":
+        ready = "True"
     derived = []
     for condition_type, status in (
         (conditions.READY, ready),
         (conditions.RECONCILING, reconciling),
         (conditions.STALLED, stalled),
     ):
+        if status is None:
+            continue
         old = before.get(condition_type)
         changed = old is None or old.get("status") != status
         condition: dict[str, Any] = {
@@ -71,6 +79,13 @@ def derive_conditions(
             condition["observedGeneration"] = generation
         derived.append(condition)
     return derived
+
+
+def standing_condition(found: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The condition that says where the object last stood: Ready, or, when a paused object has
+    none, Stalled (all carry the same reason and message). {} when there is none."""
+    by_type = {c.get("type"): c for c in found or ()}
+    return dict(by_type.get(conditions.READY) or by_type.get(conditions.STALLED) or {})
 
 
 def _timestamp(moment: datetime) -> str:
