@@ -15,6 +15,7 @@ test's CRD, or a process a test started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -28,8 +29,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import hostcleanup, tools
+from rillet.devstack import hostcleanup, processes, provisioning, tools
 from rillet.devstack import stack as devstack
+from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
 
 from . import isolation
@@ -396,3 +398,18 @@ def lone_operator(
         if process.process is not None and process.process.poll() is None:
             _delete_rillet_objects(kube, process.namespace_pattern)
         process.stop()
+
+
+@contextlib.contextmanager
+def separate_kafka(root: Path, *, brokers: int = 1) -> Iterator[str]:
+    """A KRaft cluster of its own, beside the stack's (which keeps its single broker and its
+    state); its bootstrap servers, and it is stopped afterwards."""
+    cluster = KafkaCluster(
+        libs=provisioning.KAFKA.directory / "libs", root=root, brokers=brokers, heap="384m"
+    )
+    records, bootstrap = cluster.start()
+    try:
+        yield bootstrap
+    finally:
+        for record in records:
+            processes.stop(record)

@@ -98,3 +98,33 @@ def topic(name: str, namespace: str, *, partitions: int = 1, **spec: Any) -> dic
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"partitions": partitions, **spec},
     }
+
+
+# An image for Apps that never get as far as a running driver (tests on the node pass theirs).
+IMAGE = "rillet/spark-runtime:0.1.0"
+
+
+def table(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
+    """A Table manifest (JSON values of word and count, unless `spec` says otherwise)."""
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "Table",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"valueFormat": "json", "valueSchema": "word STRING, n BIGINT", **spec},
+    }
+
+
+def app(name: str, namespace: str, *, reads: str, writes: str, **spec: Any) -> dict[str, Any]:
+    """An App counting the values of a Topic into a Table."""
+    return {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": IMAGE,
+            "inputs": [{"name": "src", "topicRef": {"name": reads}, "format": "string"}],
+            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM src GROUP BY value"},
+            "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
+            **spec,
+        },
+    }

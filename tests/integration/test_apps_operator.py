@@ -43,10 +43,19 @@ from rillet.devstack.operating import OperatorProcess
 from .conftest import Kube
 from .gitopshealth import argocd_health
 from .kafka_reads import kafka_partitions
-from .objects import apply, condition, events, exists, get, topic, wait_condition
+from .objects import (
+    app,
+    apply,
+    condition,
+    events,
+    exists,
+    get,
+    table,
+    topic,
+    wait_condition,
+)
 from .polling import wait_for
 
-IMAGE = "rillet/spark-runtime:0.1.0"
 OWNED = (
     ("serviceaccount", "{app}-driver"),
     ("role", "{app}-driver"),
@@ -64,31 +73,6 @@ Names = Callable[[str], str]
 def names(kafka_prefix: str) -> Names:
     """Object names of the test: under its Kafka prefix, so its topics are cleaned up."""
     return lambda what: f"{kafka_prefix}-{what}"
-
-
-def table(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "Table",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"valueFormat": "json", "valueSchema": "word STRING, n BIGINT", **spec},
-    }
-
-
-def app(name: str, namespace: str, *, reads: str, writes: str, **spec: Any) -> dict[str, Any]:
-    """An App counting words of a Topic into a Table."""
-    return {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "App",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "image": IMAGE,
-            "inputs": [{"name": "src", "topicRef": {"name": reads}, "format": "string"}],
-            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM src GROUP BY value"},
-            "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
-            **spec,
-        },
-    }
 
 
 def applied_app(

@@ -32,13 +32,12 @@ from rillet.devstack.operating import OperatorProcess
 
 from . import gitopshealth
 from .conftest import REPO, Kube
-from .objects import apply, get, topic, wait_condition
+from .objects import app, apply, get, table, topic, wait_condition
 
 pytestmark = pytest.mark.usefixtures("operator")
 
 DOC = REPO / "docs" / "health.md"
 TABLE_BEGIN, TABLE_END = "<!-- health-table begin", "<!-- health-table end"
-IMAGE = "rillet/spark-runtime:0.1.0"  # for Apps that never get as far as a driver
 SMALL = {"cpu": "200m", "memory": "1Gi"}
 PAUSED = "rillet.io/paused=true"
 
@@ -58,31 +57,6 @@ def documented_table() -> dict[Row, tuple[str, str]]:
 
 def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
-def table(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "Table",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"valueFormat": "json", "valueSchema": "word STRING, n BIGINT", **spec},
-    }
-
-
-def app(name: str, namespace: str, *, reads: str, writes: str, **spec: Any) -> dict[str, Any]:
-    """An App counting the values of a Topic into a Table."""
-    return {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "App",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "image": IMAGE,
-            "inputs": [{"name": "src", "topicRef": {"name": reads}, "format": "string"}],
-            "pipeline": {"sql": "SELECT value AS word, count(*) AS n FROM src GROUP BY value"},
-            "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
-            **spec,
-        },
-    }
 
 
 def paused(manifest: dict[str, Any]) -> dict[str, Any]:

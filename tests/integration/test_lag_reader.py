@@ -26,8 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import processes, provisioning
-from rillet.devstack.kafka import KafkaCluster
+from .conftest import separate_kafka
 
 READER = textwrap.dedent(
     """
@@ -59,15 +58,8 @@ READER = textwrap.dedent(
 @pytest.fixture
 def fresh_kafka(stack: object, tmp_path: Path) -> Iterator[str]:
     """A new single-broker cluster: no consumer offsets topic yet, as on a new stack."""
-    cluster = KafkaCluster(
-        libs=provisioning.KAFKA.directory / "libs", root=tmp_path / "kafka", heap="384m"
-    )
-    records, bootstrap = cluster.start()
-    try:
+    with separate_kafka(tmp_path / "kafka") as bootstrap:
         yield bootstrap
-    finally:
-        for record in records:
-            processes.stop(record)
 
 
 def read_lags(bootstrap: str, group: str, topic: str, known: int) -> list[int | None]:

@@ -10,15 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import processes, provisioning
-from rillet.devstack.kafka import KafkaCluster
-
+from .conftest import separate_kafka
 from .polling import wait_for
 
 RECORDS = 10_000
@@ -91,18 +88,8 @@ def test_keyed_records_come_back_in_order_per_partition(
 @pytest.fixture(scope="module")
 def three_brokers(stack: object, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A separate three-node KRaft cluster, so the shared stack keeps its single broker."""
-    cluster = KafkaCluster(
-        libs=provisioning.KAFKA.directory / "libs",
-        root=Path(tmp_path_factory.mktemp("kafka3")),
-        brokers=3,
-        heap="384m",
-    )
-    records, bootstrap = cluster.start()
-    try:
+    with separate_kafka(tmp_path_factory.mktemp("kafka3"), brokers=3) as bootstrap:
         yield bootstrap
-    finally:
-        for record in records:
-            processes.stop(record)
 
 
 def test_replication_factor_three_has_three_in_sync_replicas(
