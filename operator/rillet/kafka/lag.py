@@ -106,7 +106,8 @@ def _value(future: concurrent.futures.Future[Any]) -> Any:
 
 
 class LagReader:
-    """Reads partitions and lag of many (consumer group, topic) pairs through one AdminClient."""
+    """Reads partitions and lag of many (consumer group, topic) pairs: topics and offsets through
+    one AdminClient, commits through a consumer per group."""
 
     def __init__(self, client_config: Mapping[str, Any], *, timeout: float = 10.0) -> None:
         # Silenced like TopicAdmin's: while Kafka is down the statuses say so, every 2 seconds.
@@ -150,7 +151,9 @@ class LagReader:
         partitions = {topic: _partition_count(_value(described[topic])) for topic in topics}
         self._forget_groups_but(wanted.keys())
         fetched = {
-            group: self._pool.submit(self._committed, group, group_topics, partitions)
+            group: self._pool.submit(
+                self._committed, self._consumer(group), group_topics, partitions
+            )
             for group, group_topics in wanted.items()
         }
         self._wait(list(fetched.values()))
@@ -180,21 +183,25 @@ class LagReader:
             for topic in group_topics
         }
 
+    def _consumer(self, group: str) -> Consumer:
+        """The group's consumer (made here, in the pass's thread: the pool only uses them)."""
+        if group not in self._consumers:
+            self._consumers[group] = Consumer(
+                {**self._config, "group.id": group, "enable.auto.commit": False}
+            )
+        return self._consumers[group]
+
     def _committed(
-        self, group: str, topics: Iterable[str], partitions: Mapping[str, int | None]
+        self, consumer: Consumer, topics: Iterable[str], partitions: Mapping[str, int | None]
     ) -> dict[Partition, int] | None:
-        """The group's committed offsets in these topics; None when they could not be read."""
+        """The consumer's group's committed offsets in these topics; None when unreadable."""
         wanted = [TopicPartition(t, p) for t in topics for p in range(partitions.get(t) or 0)]
         if not wanted:
             return {}
-        consumer = self._consumers.get(group)
-        if consumer is None:
-            consumer = Consumer({**self._config, "group.id": group, "enable.auto.commit": False})
-            self._consumers[group] = consumer
         try:
             found = consumer.committed(wanted, timeout=self._timeout)
         except KafkaException as error:
-            log.debug("reading the commits of %s failed: %s", group, error)
+            log.debug("reading commits failed: %s", error)
             return None
         return {
             (tp.topic, tp.partition): tp.offset
