@@ -218,16 +218,18 @@ def operator_run(
     ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log at debug level.")] = False,
 ) -> None:
-    """Run the operator against the cluster of the current kubeconfig (or in-cluster)."""
-    import asyncio
+    """Run the operator against the cluster of the current kubeconfig (or in-cluster).
+
+    It waits for Rillet's CRDs first and, with leader election on (RILLET_LEADER_ELECTION, as
+    the chart sets), stands by until it holds the Lease."""
     import faulthandler
     import logging
     import signal
 
-    import kopf
-
-    from rillet.handlers import registration  # noqa: F401 - registers the handlers
-    from rillet.handlers.supervision import Supervisor
+    from rillet.handlers import (
+        registration,  # noqa: F401 - registers the handlers
+        running,
+    )
     from rillet.settings import OperatorSettings
 
     logging.basicConfig(
@@ -240,26 +242,13 @@ def operator_run(
     settings = OperatorSettings()
     if namespace:  # the command line wins over RILLET_NAMESPACES
         settings = settings.model_copy(update={"namespaces": namespace})
-    namespaces = settings.namespaces
-    health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
     # A crash in a C extension (librdkafka) prints every thread's Python stack before the
     # process dies, and `kill -USR1 <pid>` prints them too: where a stuck operator is stuck.
     faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
-    stop = asyncio.Event()
-    supervisor = Supervisor(stop)
-    asyncio.run(
-        kopf.operator(
-            standalone=True,
-            clusterwide=not namespaces,
-            namespaces=namespaces,
-            liveness_endpoint=health,
-            stop_flag=stop,
-            memo=kopf.Memo(operator=settings, supervisor=supervisor),
-        )
-    )
-    if supervisor.failure:
-        raise _fail(f"operator stopped: {supervisor.failure}")
+    failure = running.run(settings)
+    if failure:
+        raise _fail(f"operator stopped: {failure}")
 
 
 if __name__ == "__main__":

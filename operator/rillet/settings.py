@@ -8,10 +8,14 @@ ConfigMaps.
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
 class KafkaSettings(BaseSettings):
@@ -79,6 +83,20 @@ class OperatorSettings(BaseSettings):
     )
     metrics_port: int = Field(default=8080, ge=0, description="Prometheus port (0: off).")
     health_port: int = Field(default=8081, ge=0, description="Liveness probe port (0: off).")
+    leader_election: bool = Field(
+        default=False,
+        description="Reconcile only while holding a Lease, so that replicas stand by (the chart "
+        "turns it on).",
+    )
+    lease_name: str = Field(default="rillet-operator", description="The Lease of the replicas.")
+    lease_namespace: str = Field(
+        default="",
+        description="The Lease's namespace; empty: the pod's own (in-cluster), else `default`.",
+    )
+    pod_name: str = Field(
+        default_factory=socket.gethostname,
+        description="This replica's identity in the Lease (the chart sets the pod's name).",
+    )
 
     @property
     def listed_namespaces(self) -> tuple[str, ...]:
@@ -88,6 +106,15 @@ class OperatorSettings(BaseSettings):
         if any(mark in name for name in self.namespaces for mark in "*?!"):
             return ()
         return tuple(self.namespaces)
+
+    @property
+    def lease_home(self) -> str:
+        """Where the Lease lives: the setting, else the namespace this pod runs in."""
+        if self.lease_namespace:
+            return self.lease_namespace
+        if IN_CLUSTER_NAMESPACE.exists():
+            return IN_CLUSTER_NAMESPACE.read_text().strip()
+        return "default"
 
     @field_validator("namespaces", mode="before")
     @classmethod

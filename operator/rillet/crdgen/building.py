@@ -24,6 +24,11 @@ _ENVELOPE = {
     },
     "metadata": {"type": "object"},
 }
+# What an object the operator has not written a status for reads as: the apiserver fills a
+# missing status with this default whenever it returns the object. Generation 0 is never
+# observed, so kstatus (Flux) calls such an object InProgress and Argo CD Progressing, where an
+# object with no status at all would be Current to kstatus while nothing reconciled it yet.
+UNSEEN_STATUS = {"observedGeneration": 0}
 
 
 def crd_name(model: type[objects.Resource]) -> str:
@@ -43,7 +48,7 @@ def build_schema(model: type[objects.Resource]) -> dict[str, Any]:
     root["properties"] = {
         **_ENVELOPE,
         "spec": properties["spec"],
-        "status": properties["status"],
+        "status": structuring.ordered({**properties["status"], "default": UNSEEN_STATUS}),
     }
     root["required"] = [name for name in root.get("required", ()) if name in {"spec"}]
     if not root["required"]:

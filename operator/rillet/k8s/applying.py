@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from rillet.k8s import login
 from rillet.reconcile import appobjects, naming
 from rillet.reconcile.appobjects import drivers, metadata
 
@@ -110,10 +111,7 @@ class AppKube:
 
     def __init__(self, *, namespaced: bool = False) -> None:
         self._namespaced = namespaced
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+        login.load_config()
         self._api = client.ApiClient()
 
     @property

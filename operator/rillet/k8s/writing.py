@@ -11,10 +11,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rillet.api.v1alpha1 import objects
+from rillet.k8s import login
 
 COMPONENT = "rillet-operator"
 
@@ -23,10 +24,7 @@ class ObjectWriter:
     """Patches the status subresource of Rillet objects and posts core/v1 Events about them."""
 
     def __init__(self) -> None:
-        try:
-            config.load_incluster_config()  # type: ignore[no-untyped-call]
-        except config.ConfigException:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+        login.load_config()
         self._custom = client.CustomObjectsApi()
         self._core = client.CoreV1Api()
 
