@@ -313,6 +313,14 @@ def runtime_image(stack: devstack.StackState) -> str:
 
 
 @pytest.fixture(scope="session")
+def operator_image(stack: devstack.StackState) -> str:
+    """The stack's operator image (repository:tag), which the chart runs on its node."""
+    if stack.node is None or "operator" not in stack.node.images:
+        pytest.fail("the stack runs without a node (`rillet dev up --no-node`); this test needs it")
+    return stack.node.images["operator"]
+
+
+@pytest.fixture(scope="session")
 def crds(kube: Kube) -> None:
     """Rillet's CRDs, installed from crds/ as a user would."""
     kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))

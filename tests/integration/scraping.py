@@ -1,8 +1,9 @@
-"""Reading an operator's Prometheus metrics, as a scraper would."""
+"""Reading Prometheus metrics pages (an operator's, an App driver's), as a scraper would."""
 
 from __future__ import annotations
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from rillet.devstack.operating import OperatorProcess
 
@@ -22,6 +23,14 @@ def value(page: str, name: str, **labels: str) -> float:
         if all(f'{key}="{wanted}"' in series for key, wanted in labels.items()):
             total += float(number)
     return total
+
+
+def sample_names(page: str) -> set[str]:
+    """The names of the samples a /metrics page holds (`x_total`, `x_bucket`...), read by
+    Prometheus's text-format parser; a family declared without any series gives none."""
+    return {
+        sample.name for family in text_string_to_metric_families(page) for sample in family.samples
+    }
 
 
 def metric(operator: OperatorProcess, name: str, **labels: str) -> float:

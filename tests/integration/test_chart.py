@@ -7,6 +7,10 @@ Test plan:
 - values are checked against values.schema.json: a misspelled key and a wrong type are each
   refused, naming the key, by `helm template` (so by install and upgrade too); so are both
   monitors at once (the operator would be scraped twice).
+- the Grafana dashboard is off by default; on, it renders as a ConfigMap labelled for Grafana's
+  sidecar (grafana_dashboard: "1", merged with labels of the values), with the values'
+  annotations, in the release's namespace or the one given, holding dashboards/rillet.json as
+  is (its queries are checked in test_dashboard_metrics.py).
 - namespaces listed by name render a Role and RoleBinding in each, with the rules the
   all-namespaces ClusterRole holds for namespaced resources, and a ClusterRole left with only
   cluster-scoped ones (namespaces, CRDs).
@@ -23,10 +27,20 @@ Test plan:
   shared by the session (installed by the `crds` fixture), so Helm could never own them: the
   test installs a copy of the chart whose crds/ serve a group of the test's own, CRDs that Helm
   creates, and deletes them afterwards.
+- an upgrade follows docs/upgrading.md, on the node with the locally built operator image, with
+  CRDs of a group of its own as above: a release installed from a chart whose Topic CRD lacks a
+  field (deletionPolicy) refuses an object using it (server-side apply), or stores it without
+  (a create that does not validate strictly: pruned); `helm upgrade` alone leaves the CRDs as
+  they were; `kubectl apply --server-side` of the new crds/ conflicts with the field manager
+  `helm` (its create owns `.spec.versions`) unless forced; forced, the field is served and kept,
+  and `helm upgrade` with a changed value rolls the Deployment out (revision 3 deployed, its pod
+  Ready with the new setting). The object made before was never rewritten (same
+  resourceVersion) and reads with the new field's default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import json
 import shutil
@@ -43,6 +57,7 @@ from rillet.devstack import stack as devstack
 from rillet.devstack.controlplane import write_service_account_kubeconfig
 from rillet.devstack.operating import OperatorProcess
 
+from . import dashboards
 from .conftest import REPO, RILLET_KINDS, Kube
 from .objects import apply, events, exists, get, topic, wait_condition
 from .polling import wait_for
@@ -52,14 +67,25 @@ CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions"}
 
 
+class HelmError(subprocess.CalledProcessError):
+    """A helm command that failed, with what it said (a failing test shows why)."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{self.stderr}"
+
+
 def helm(kube: Kube, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={kube.kubeconfig}", *args],
+    command = [str(provisioning.HELM.directory / "helm"), f"--kubeconfig={kube.kubeconfig}", *args]
+    result = subprocess.run(
+        command,
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         timeout=300,  # `helm install --wait` of a pod that must start: up to 240 s
     )
+    if result.returncode != 0:
+        raise HelmError(result.returncode, command, output=result.stdout, stderr=result.stderr)
+    return result
 
 
 def test_chart_lints_and_carries_the_generated_crds(kube: Kube) -> None:
@@ -96,12 +122,24 @@ def test_listed_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sco
 
     (cluster_role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == CLUSTER_SCOPED
+    # Leader election's Role, in the release's namespace alone, grants the Lease and nothing else.
+    (election,) = (
+        o for o in objects if o["kind"] == "Role" and o["metadata"]["namespace"] == "ops"
+    )
+    assert election["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "create", "update"],
+        }
+    ]
+    watching = [o for o in objects if o["metadata"].get("name") == "ops-rillet-operator"]
     for kind in ("Role", "RoleBinding"):
-        found = [obj for obj in objects if obj["kind"] == kind]
+        found = [obj for obj in watching if obj["kind"] == kind]
         assert sorted(obj["metadata"]["namespace"] for obj in found) == ["team-a", "team-b"]
-    for role in (obj for obj in objects if obj["kind"] == "Role"):
+    for role in (obj for obj in watching if obj["kind"] == "Role"):
         assert role["rules"] == namespaced
-    for binding in (obj for obj in objects if obj["kind"] == "RoleBinding"):
+    for binding in (obj for obj in watching if obj["kind"] == "RoleBinding"):
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "Role",
@@ -128,6 +166,38 @@ def test_both_monitors_at_once_are_refused(kube: Kube) -> None:
             "monitoring.podMonitor.enabled=true",
         )
     assert "enable serviceMonitor or podMonitor, not both" in refused.value.stderr
+
+
+def _dashboard_configmaps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [o for o in objects if o["kind"] == "ConfigMap" and "rillet.json" in o.get("data", {})]
+
+
+def test_the_grafana_dashboard_renders_as_a_configmap_for_grafanas_sidecar(kube: Kube) -> None:
+    shipped = dashboards.load()
+    assert not _dashboard_configmaps(rendered(kube))
+
+    (in_release,) = _dashboard_configmaps(
+        rendered(kube, "--set", "monitoring.grafanaDashboard.enabled=true")
+    )
+    assert in_release["metadata"]["namespace"] == "ops"
+    assert in_release["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(in_release["data"]["rillet.json"]) == shipped
+
+    (in_grafanas,) = _dashboard_configmaps(
+        rendered(
+            kube,
+            "--values",
+            str(CHART / "ci" / "grafana-dashboard-values.yaml"),
+            "--set",
+            "monitoring.grafanaDashboard.labels.team=data",
+        )
+    )
+    metadata = in_grafanas["metadata"]
+    assert metadata["name"] == "ops-rillet-operator-dashboard"
+    assert metadata["namespace"] == "monitoring"
+    assert {"grafana_dashboard": "1", "team": "data"}.items() <= metadata["labels"].items()
+    assert metadata["annotations"] == {"grafana_folder": "Rillet"}
+    assert json.loads(in_grafanas["data"]["rillet.json"]) == shipped
 
 
 @pytest.mark.parametrize(
@@ -309,14 +379,19 @@ def counting_app(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
-def _chart_serving(group: str, tmp_path: Path) -> Path:
-    """A copy of the chart whose CRDs (its crds/, as shipped) serve `group`, not rillet.io."""
-    chart = tmp_path / "rillet"
+def _chart_serving(
+    group: str, directory: Path, *, edit: Callable[[dict[str, Any]], None] | None = None
+) -> Path:
+    """A copy of the chart, in `directory`, whose CRDs (its crds/, as shipped, then changed by
+    `edit`) serve `group`, not rillet.io."""
+    chart = directory / "rillet"
     shutil.copytree(CHART, chart)
     for path in (chart / "crds").glob("*.yaml"):
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         crd["metadata"]["name"] = f"{crd['spec']['names']['plural']}.{group}"
         crd["spec"]["group"] = group
+        if edit is not None:
+            edit(crd)
         path.write_text(yaml.safe_dump(crd), encoding="utf-8")
     return chart
 
@@ -345,3 +420,119 @@ def test_uninstall_keeps_the_crds_helm_installed(
         assert exists(kube, f"topics.{group}", "kept", namespace)
     finally:
         kube.kubectl("delete", "crd", *crds, "--ignore-not-found", "--timeout=60s", check=False)
+
+
+def _an_older_topic_crd(crd: dict[str, Any]) -> None:
+    """The Topic CRD as an older release shipped it: without spec.deletionPolicy, the field the
+    chart's has gained since."""
+    if crd["spec"]["names"]["kind"] == "Topic":
+        (version,) = crd["spec"]["versions"]
+        del version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"][
+            "deletionPolicy"
+        ]
+
+
+def _apply_as_a_user(kube: Kube, manifest: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """`kubectl apply --server-side` of `manifest`; the finished command, failed or not."""
+    return kube.kubectl(
+        *("apply", "--server-side", "--field-manager=tests", "-f", "-"),
+        input=json.dumps(manifest),
+        check=False,
+    )
+
+
+def _spec_fields(kube: Kube, crd: str) -> set[str]:
+    """The spec fields the CRD's (only) version declares."""
+    (version,) = get(kube, "crd", crd, "default")["spec"]["versions"]
+    return set(version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
+
+
+def test_upgrade_applies_the_new_crds_then_upgrades_the_release(
+    kube: Kube,
+    stack: devstack.StackState,
+    operator_image: str,
+    new_namespace: Callable[..., str],
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    group = f"{kafka_prefix}.test.rillet.io"
+    crds = [f"{plural}.{group}" for plural in ("apps", "tables", "topics")]
+    topics = f"topics.{group}"
+    older = _chart_serving(group, tmp_path / "older", edit=_an_older_topic_crd)
+    chart = _chart_serving(group, tmp_path / "current")
+    namespace = new_namespace()
+    repository, tag = operator_image.rsplit(":", 1)
+    values = [
+        *("--namespace", namespace, "--wait", "--timeout=240s"),
+        *("--set", f"image.repository={repository}", "--set", "image.pullPolicy=Never"),
+        *("--set-string", f"image.tag={tag}"),  # a content hash of digits alone: no number
+        *("--set", f"kafka.bootstrapServers={stack.kafka_bootstrap}"),
+        *("--set", f"watchNamespaces={{{namespace}}}"),  # nothing of the session's
+    ]
+
+    def of_group(name: str, **spec: Any) -> dict[str, Any]:
+        return topic(name, namespace, **spec) | {"apiVersion": f"{group}/v1alpha1"}
+
+    try:
+        helm(kube, "install", "rillet", str(older), *values)
+        _assert_rolled_out_with(kube, namespace, {"RILLET_RESYNC_SECONDS": "30"})
+        early = of_group("early", partitions=2, deletionPolicy="Delete")
+        refused = _apply_as_a_user(kube, early)
+        assert ".spec.deletionPolicy: field not declared in schema" in refused.stderr, refused
+        # A plain create (no server-side apply) that does not ask for strict validation: the
+        # apiserver warns, and stores the object without the field.
+        created = kube.kubectl("create", "--validate=warn", "-f", "-", input=json.dumps(early))
+        assert 'unknown field "spec.deletionPolicy"' in created.stderr, created
+        stored = get(kube, topics, "early", namespace)
+        assert stored["spec"] == {"partitions": 2}
+
+        # Without the first step of the path: Helm leaves the CRDs as they are.
+        helm(kube, "upgrade", "rillet", str(chart), *values)
+        assert "deletionPolicy" not in _spec_fields(kube, topics)
+
+        # The path: the new CRDs, server-side; forced, as Helm's create left `.spec.versions`
+        # (an atomic list: every schema) owned by the field manager `helm`.
+        conflict = kube.kubectl("apply", "--server-side", "-f", str(chart / "crds"), check=False)
+        assert 'conflict with "helm"' in conflict.stderr, conflict
+        kube.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(chart / "crds"))
+        late = of_group("late", deletionPolicy="Delete")
+        wait_for(
+            lambda: _apply_as_a_user(kube, late).returncode == 0,
+            timeout=30,
+            what="the apiserver to serve the new Topic schema",
+        )
+        helm(kube, "upgrade", "rillet", str(chart), *values, "--set", "operator.resyncSeconds=20")
+
+        assert get(kube, topics, "late", namespace)["spec"]["deletionPolicy"] == "Delete"
+        kept = get(kube, topics, "early", namespace)
+        assert kept["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+        # Never rewritten, and read with the new field's default (what was pruned stays lost).
+        assert kept["spec"] == {"partitions": 2, "deletionPolicy": "Retain"}
+        history = json.loads(helm(kube, "history", "rillet", "-n", namespace, "-o=json").stdout)
+        assert [(r["revision"], r["status"]) for r in history] == [
+            (1, "superseded"),
+            (2, "superseded"),
+            (3, "deployed"),
+        ]
+        _assert_rolled_out_with(kube, namespace, {"RILLET_RESYNC_SECONDS": "20"})
+    finally:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            helm(kube, "uninstall", "rillet", "--namespace", namespace, "--wait")
+        kube.kubectl("delete", "crd", *crds, "--ignore-not-found", "--timeout=60s", check=False)
+
+
+def _assert_rolled_out_with(kube: Kube, namespace: str, env: dict[str, str]) -> None:
+    """The operator Deployment's latest template sets `env`, and its ready pods all run it."""
+    deployment = get(kube, "deployment", "rillet-operator", namespace)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert {e["name"]: e.get("value") for e in container["env"]}.items() >= env.items()
+    status = deployment["status"]
+    assert status["observedGeneration"] == deployment["metadata"]["generation"]
+    replicas = deployment["spec"]["replicas"]
+    assert status["updatedReplicas"] == status["readyReplicas"] == replicas, status
+    pods = json.loads(kube.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    running = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
+    assert len(running) == replicas
+    for pod in running:
+        (container,) = pod["spec"]["containers"]
+        assert {e["name"]: e.get("value") for e in container["env"]}.items() >= env.items()

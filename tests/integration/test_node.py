@@ -7,6 +7,11 @@ Test plan:
   Deployment, and that pod (with the chart's ServiceAccount, nothing else watching the
   namespace) reconciles a Topic to Ready in Kafka;
 - both pods are admitted and run in namespaces that enforce the `restricted` Pod Security level;
+- the chart's two replicas elect a leader by Lease: only it reconciles, the other stands by. The
+  leader's process is SIGKILLed (no chance to release the Lease) and a Topic changed at once:
+  the standby takes over and the change is in Kafka within 15 s, applied once (one Event); the
+  killed replica comes back as a standby. `helm upgrade` then rolls both pods and the new ones
+  reconcile;
 - a PVC of the default StorageClass binds, and data written by one pod is read back by the next;
 - cluster DNS resolves Service names from pods.
 (That `rillet dev down` leaves nothing behind is checked when the session's stack goes down:
@@ -16,8 +21,12 @@ see the `stack` fixture.)
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +37,8 @@ from rillet.devstack import node as devnode
 from rillet.devstack import stack as devstack
 
 from .conftest import Kube
-from .objects import apply, get, topic, wait_condition
+from .kafka_reads import kafka_overrides
+from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
 from .test_chart import CHART, helm
 
@@ -175,23 +185,19 @@ def test_a_runtime_pod_reads_kafka_through_sparks_connector(
         kafka_admin.delete_topics([name])
 
 
-def test_the_chart_runs_the_operator_image_which_reconciles_topics(
-    kube: Kube,
-    node_stack: devstack.StackState,
-    crds: None,
-    restricted_namespace: str,
-    kafka_admin: AdminClient,
+def _install_local_chart(
+    kube: Kube, state: devstack.StackState, namespace: str, watched: str, *values: str
 ) -> None:
-    repository, tag = node_stack.node.images["operator"].rsplit(":", 1)  # type: ignore[union-attr]
-    watched = f"w-{uuid.uuid4().hex[:10]}"
-    kube.kubectl("create", "namespace", watched)
+    """`helm install` the chart with the operator image the stack built, watching `watched`."""
+    repository, tag = state.node.images["operator"].rsplit(":", 1)  # type: ignore[union-attr]
+    sets = [f"--set={value}" for value in values]
     helm(
         kube,
         "install",
         "rillet",
         str(CHART),
         "--namespace",
-        restricted_namespace,
+        namespace,
         "--set",
         f"image.repository={repository}",
         "--set-string",  # a content hash of digits alone would otherwise be a number
@@ -199,12 +205,25 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         "--set",
         "image.pullPolicy=Never",
         "--set",
-        f"kafka.bootstrapServers={node_stack.kafka_bootstrap}",
+        f"kafka.bootstrapServers={state.kafka_bootstrap}",
         "--set",
         f"watchNamespaces={{{watched}}}",
+        *sets,
         "--wait",
         "--timeout=240s",
     )
+
+
+def test_the_chart_runs_the_operator_image_which_reconciles_topics(
+    kube: Kube,
+    node_stack: devstack.StackState,
+    crds: None,
+    restricted_namespace: str,
+    kafka_admin: AdminClient,
+) -> None:
+    watched = f"w-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", watched)
+    _install_local_chart(kube, node_stack, restricted_namespace, watched, "replicas=1")
     try:
         deployment = get(kube, "deployment", "rillet-operator", restricted_namespace)
         available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
@@ -237,6 +256,172 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
     finally:
         helm(kube, "uninstall", "rillet", "--namespace", restricted_namespace, "--wait")
         kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
+
+
+LEASE = "rillet-operator"
+
+
+def _lease_holder(kube: Kube, namespace: str) -> str | None:
+    lease = kube.kubectl("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
+    if lease.returncode != 0:
+        return None
+    return json.loads(lease.stdout)["spec"].get("holderIdentity")  # type: ignore[no-any-return]
+
+
+def _ready_pods(kube: Kube, namespace: str) -> list[str]:
+    pods = json.loads(kube.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    return sorted(
+        pod["metadata"]["name"]
+        for pod in pods
+        if "deletionTimestamp" not in pod["metadata"]
+        and any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in pod.get("status", {}).get("conditions", [])
+        )
+    )
+
+
+def _operator_process(pod: str) -> int:
+    """The host pid of the operator process of `pod` (the Python under tini): the node runs on
+    this machine, so its containers' processes are ours to signal, as the kernel's OOM killer
+    would."""
+    marker = f"RILLET_POD_NAME={pod}".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            program = (proc / "cmdline").read_bytes().split(b"\0")[0]
+        except OSError:  # not a process, or one that just ended
+            continue
+        if marker in environ and not program.endswith(b"tini"):
+            return int(proc.name)
+    raise AssertionError(f"no operator process of pod {pod} on this host")
+
+
+def _config_changes(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in events(kube, namespace, name) if e["reason"] == "ConfigChanged"]
+
+
+def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_once(
+    kube: Kube,
+    node_stack: devstack.StackState,
+    crds: None,
+    restricted_namespace: str,
+    kafka_admin: AdminClient,
+    measurement: Callable[[str], None],
+) -> None:
+    watched = f"w-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", watched)
+    _install_local_chart(kube, node_stack, restricted_namespace, watched)  # replicas: 2
+    name = f"ha-{uuid.uuid4().hex[:8]}"
+    try:
+        pods = wait_for(
+            lambda: ready if len(ready := _ready_pods(kube, restricted_namespace)) == 2 else None,
+            timeout=120,
+            what="both operator replicas Ready",
+        )
+        leader = wait_for(
+            lambda: holder if (holder := _lease_holder(kube, restricted_namespace)) else None,
+            timeout=60,
+            what="a replica to take the Lease",
+        )
+        assert leader in pods
+        [standby] = [pod for pod in pods if pod != leader]
+        apply(kube, topic(name, watched, deletionPolicy="Delete", config={"retention.ms": 3600000}))
+        wait_condition(kube, "topic", name, watched, timeout=120)
+        standby_log = kube.kubectl("logs", "-n", restricted_namespace, standby).stdout
+        assert f"standing by: lease {restricted_namespace}/{LEASE} held by {leader}" in standby_log
+        assert "reconcile_topic" not in standby_log  # only the leader reconciles
+
+        # The leader's pod is lost as on a node crash: its process SIGKILLed (no chance to
+        # release the Lease) and the pod force-deleted, so no restarted container of the same
+        # pod (same identity) can reclaim it: the standby must wait the Lease out.
+        os.kill(_operator_process(leader), signal.SIGKILL)
+        killed = time.monotonic()
+        kube.kubectl(
+            "delete",
+            "pod",
+            leader,
+            "-n",
+            restricted_namespace,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+        )
+        apply(kube, topic(name, watched, deletionPolicy="Delete", config={"retention.ms": 7200000}))
+        wait_for(
+            lambda: kafka_overrides(kafka_admin, name).get("retention.ms") == "7200000",
+            timeout=60,
+            interval=0.2,
+            what="the other replica to apply the change",
+        )
+        failover = time.monotonic() - killed
+        measurement(
+            f"leader pod killed: the change made meanwhile was in Kafka {failover:.1f} s later"
+        )
+        assert _lease_holder(kube, restricted_namespace) == standby
+        assert failover <= 15, f"failover took {failover:.1f} s"
+
+        # Exactly once: one ConfigChanged Event, and the Topic caught up with no second write;
+        # the Deployment's replacement pod stands by, as the Lease is held.
+        obj = wait_condition(kube, "topic", name, watched, timeout=60)
+        assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
+        [replacement] = wait_for(
+            lambda: (
+                [p for p in ready if p not in pods]
+                if len(ready := _ready_pods(kube, restricted_namespace)) == 2
+                else None
+            ),
+            timeout=120,
+            what="a replacement replica Ready, as a standby",
+        )
+        changes = _config_changes(kube, watched, name)
+        assert [e.get("count", 1) for e in changes] == [1], changes
+        replacement_log = kube.kubectl("logs", "-n", restricted_namespace, replacement).stdout
+        assert f"held by {standby}" in replacement_log
+        assert "reconcile_topic" not in replacement_log
+        pods = [standby, replacement]
+
+        # An upgrade rolls both pods; each old leader releases the Lease as it stops, and the
+        # release reconciles afterwards.
+        helm(
+            kube,
+            "upgrade",
+            "rillet",
+            str(CHART),
+            "--namespace",
+            restricted_namespace,
+            "--reuse-values",
+            "--set",
+            "operator.resyncSeconds=20",
+            "--wait",
+            "--timeout=240s",
+        )
+        rolled = wait_for(
+            lambda: r if len(r := _ready_pods(kube, restricted_namespace)) == 2 else None,
+            timeout=120,
+            what="the upgraded replicas Ready",
+        )
+        assert not set(rolled) & set(pods)
+        apply(
+            kube, topic(name, watched, deletionPolicy="Delete", config={"retention.ms": 10800000})
+        )
+        wait_for(
+            lambda: kafka_overrides(kafka_admin, name).get("retention.ms") == "10800000",
+            timeout=60,
+            what="the upgraded release to apply a change",
+        )
+        assert _lease_holder(kube, restricted_namespace) in rolled
+    finally:
+        try:
+            kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s", check=False)
+            wait_for(
+                lambda: name not in kafka_admin.list_topics(timeout=10).topics,
+                timeout=60,
+                what=f"the operator to delete Kafka topic {name}",
+            )
+        finally:
+            helm(kube, "uninstall", "rillet", "--namespace", restricted_namespace, "--wait")
+            kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
 
 
 def test_a_pvc_binds_and_keeps_data_across_pods(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
@@ -49,7 +49,7 @@ def separate_apiserver(root: Path) -> Iterator[Path]:
 def test_an_operator_started_before_its_crds_reconciles_once_they_are_applied(
     stack: devstack.StackState,
     kafka_admin: AdminClient,
-    unique: Callable[[str], str],
+    kafka_prefix: str,
     tmp_path: Path,
 ) -> None:
     with separate_apiserver(tmp_path / "control-plane") as kubeconfig:
@@ -61,7 +61,7 @@ def test_an_operator_started_before_its_crds_reconciles_once_they_are_applied(
             log=tmp_path / "operator.log",
         )
         operator.start()
-        name = unique("early")
+        name = f"{kafka_prefix}-early"
         try:
             wait_for(
                 lambda: "waiting for the CRDs of rillet.io" in operator.log.read_text(),

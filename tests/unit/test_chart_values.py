@@ -2,20 +2,26 @@
 
 Test plan:
 - values.yaml holds exactly the model's defaults, so the schema documents what ships;
-- the model refuses an unknown key and a wrong type, as the schema makes Helm do.
+- the model refuses an unknown key and a wrong type, as the schema makes Helm do;
+- every setting the operator reads (each RILLET_* variable of rillet.settings) is set by the
+  chart's Deployment: nothing the operator can be told is out of the chart's reach.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
 from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
+from rillet import settings
 from rillet.api import chartvalues
 
-VALUES = Path(__file__).parents[2] / "charts" / "rillet" / "values.yaml"
+CHART = Path(__file__).parents[2] / "charts" / "rillet"
+VALUES = CHART / "values.yaml"
 
 
 def test_values_yaml_holds_the_models_defaults() -> None:
@@ -30,3 +36,21 @@ def test_values_yaml_holds_the_models_defaults() -> None:
 def test_the_model_refuses_typos_and_wrong_types(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         chartvalues.ChartValues.model_validate(values)
+
+
+def _variables(model: type[BaseSettings]) -> set[str]:
+    prefix = str(model.model_config.get("env_prefix", ""))
+    return {f"{prefix}{name}".upper() for name in model.model_fields}
+
+
+def test_the_deployment_sets_every_setting_the_operator_reads() -> None:
+    deployment = (CHART / "templates" / "deployment.yaml").read_text(encoding="utf-8")
+    set_by_chart = set(re.findall(r"name: (RILLET_[A-Z_]+)", deployment))
+    read = set().union(
+        *(
+            _variables(model)
+            for model in (settings.KafkaSettings, settings.OperatorSettings, settings.AppSettings)
+        )
+    )
+    assert read - set_by_chart == set()
+    assert set_by_chart - read == set()  # and nothing the operator would ignore

@@ -51,6 +51,9 @@ class Kafka(ChartModel):
         description="An existing Secret with keys `username` and `password`: credentials never "
         "go in values.",
     )
+    request_timeout_seconds: float = Field(
+        default=15, gt=0, description="How long one admin request to Kafka may take."
+    )
 
 
 class Operator(ChartModel):
@@ -69,6 +72,15 @@ class Operator(ChartModel):
         gt=0,
         description="How long a worker waits for more events of its object before it frees "
         "its slot.",
+    )
+    batch_max_items: int = Field(
+        default=500, ge=1, description="Topics per batch of admin calls to Kafka."
+    )
+    batch_linger_seconds: float = Field(
+        default=0.05, ge=0, description="How long a batch waits to fill before it runs."
+    )
+    queue_size: int = Field(
+        default=10000, ge=1, description="Pending topic reconciles before new ones wait."
     )
     metrics_port: int = Field(default=8080, ge=1, le=65535, description="Prometheus metrics.")
     health_port: int = Field(default=8081, ge=1, le=65535, description="Liveness and readiness.")
@@ -117,10 +129,10 @@ class PodDisruptionBudget(ChartModel):
 
     enabled: bool = Field(
         default=False,
-        description="Off by default: the operator runs one replica (kopf runs standalone, "
-        "without peering), so a budget protects nothing. On, it says maxUnavailable 1, which "
-        "never blocks a node drain (minAvailable 1 would block every drain forever); for "
-        "clusters whose policy wants a budget on every workload.",
+        description="maxUnavailable 1: a drain evicts one replica at a time, so with two a "
+        "standby is left to take the Lease, and with one it never blocks a drain (minAvailable "
+        "1 would block every drain forever). Off by default; for clusters whose policy wants a "
+        "budget on every workload.",
     )
 
 
@@ -137,8 +149,34 @@ class Monitor(ChartModel):
     )
 
 
+class GrafanaDashboard(ChartModel):
+    """Rillet's Grafana dashboard (the chart's dashboards/rillet.json: reconciles, Kafka admin
+    batches and resyncs of the operator; lag, rows and micro-batches of the Apps' drivers) as a
+    ConfigMap that Grafana's dashboard sidecar loads. The App panels need the drivers scraped
+    too (port `metrics` of the pods labelled rillet.io/role=driver)."""
+
+    enabled: bool = Field(default=False, description="Render the ConfigMap.")
+    labels: dict[str, str] = Field(
+        default={"grafana_dashboard": "1"},
+        description="Labels of the ConfigMap: the one the sidecar looks for (its `label` and "
+        "`labelValue` settings), and any other.",
+    )
+    annotations: dict[str, str] = Field(
+        default={},
+        description="Annotations of the ConfigMap, e.g. the sidecar's folder annotation "
+        "(its `folderAnnotation` setting) to file the dashboard in a Grafana folder.",
+    )
+    namespace: str = Field(
+        default="",
+        pattern=r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$",
+        description="Where the ConfigMap goes, e.g. Grafana's namespace when the sidecar "
+        "watches only that one; empty: the release's namespace.",
+    )
+
+
 class Monitoring(ChartModel):
-    """Prometheus Operator objects for the operator's metrics (rillet_*)."""
+    """Prometheus Operator objects for the operator's metrics (rillet_*), and a Grafana
+    dashboard."""
 
     service_monitor: Monitor = Field(
         default_factory=Monitor, description="A ServiceMonitor selecting the metrics Service."
@@ -146,12 +184,20 @@ class Monitoring(ChartModel):
     pod_monitor: Monitor = Field(
         default_factory=Monitor, description="A PodMonitor selecting the operator pod."
     )
+    grafana_dashboard: GrafanaDashboard = Field(default_factory=GrafanaDashboard)
 
 
 class ChartValues(ChartModel):
     """Values of the Rillet operator chart."""
 
     image: Image = Field(default_factory=Image)
+    replicas: int = Field(
+        default=2,
+        ge=1,
+        le=5,
+        description="Operator pods. One holds a Lease and reconciles; the others stand by and "
+        "take over within 15 s when it dies (a second when it stops cleanly).",
+    )
     watch_namespaces: list[NamespacePattern] = Field(
         default=[],
         description='Namespaces to watch; empty: all. Names alone (no glob such as "team-*", '

@@ -189,14 +189,39 @@ kubectl rollout status deployment/rillet-operator -n rillet-system
 ```
 
 - **CRDs** are in `crds/`: `helm install` creates them, `helm uninstall` keeps them (deleting a
-  CRD deletes every object of its kind), and `helm upgrade` never changes them. Before an
-  upgrade, apply the new chart's: `kubectl apply --server-side --force-conflicts -f crds/`.
+  CRD deletes every object of its kind), and `helm upgrade` never changes them (see Upgrading).
 - **Rights**: watching every namespace, or namespaces matching a glob, the operator holds a
   ClusterRole. Given names alone (`watchNamespaces: [team-a, team-b]`), it holds a Role in each
   of them and, cluster-wide, only reads namespaces and CRDs.
 - **Values** are checked against `values.schema.json` on every install and upgrade: an unknown
   key or a wrong type is refused with its path. `ci/` holds values files that exercise the
   options (`helm lint` and `helm template` run on each).
+- **Monitoring**: the operator serves `rillet_*` metrics on `operator.metricsPort`; a
+  ServiceMonitor or a PodMonitor scrapes it (`monitoring.*`). `dashboards/rillet.json` is a
+  Grafana dashboard of the operator (reconciles, errors, latency by kind, queue depth, Kafka
+  admin batches, resyncs) and of the Apps (lag per input topic, rows per second, micro-batch
+  duration, dead letters, offsets per partition); `monitoring.grafanaDashboard.enabled` ships
+  it as a ConfigMap labelled `grafana_dashboard: "1"` for Grafana's dashboard sidecar. The App
+  panels need the App drivers scraped as well: port `metrics` of the pods labelled
+  `rillet.io/role: driver`, in the Apps' namespaces.
+
+## Upgrading
+
+Helm applies `crds/` on the first install only. Until the new chart's CRDs are applied, a field
+the new version added is unknown to the apiserver: `kubectl apply` refuses it, other clients'
+objects are stored without it. So apply them first, then upgrade the release:
+
+```sh
+kubectl apply --server-side --force-conflicts -f <the new chart>/crds/
+helm upgrade rillet <the new chart> -n rillet-system -f my-values.yaml
+```
+
+Server-side, because Helm's create left every field of the CRDs owned by the field manager
+`helm` (`--force-conflicts` takes over those the new version changes), and because nothing is
+copied into kubectl's last-applied annotation (at most 256 KiB). Objects are not rewritten: every
+kind has one version, v1alpha1, so there is nothing to convert, and new fields read as their
+defaults. docs/upgrading.md in the Rillet repository says more: the seconds between the two
+commands, and Argo CD and Flux.
 
 ## Values
 
