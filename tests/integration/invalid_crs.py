@@ -128,6 +128,16 @@ CASES: tuple[Case, ...] = (
         "spec.replicationFactor in body should be less than or equal to 32767",
     ),
     Case(
+        "topic-partitions-past-int32",
+        topic({"partitions": 2**31}),
+        "spec.partitions in body should be less than or equal to 2147483647",
+    ),
+    Case(
+        "topic-partitions-past-int64",
+        topic({"partitions": 2**63}),
+        "spec.partitions",
+    ),
+    Case(
         "topic-deletion-policy-enum",
         topic({"deletionPolicy": "Orphan"}),
         'spec.deletionPolicy: Unsupported value: "Orphan"',
@@ -184,6 +194,16 @@ CASES: tuple[Case, ...] = (
         "config retention.ms needs a whole number",
     ),
     Case(
+        "topic-config-int-setting-past-int32",
+        topic({"config": {"max.message.bytes": 2**31}}),
+        "config max.message.bytes is a 32-bit integer in Kafka (INT)",
+    ),
+    Case(
+        "topic-config-long-setting-past-int64",
+        topic({"config": {"retention.ms": 2**63}}),
+        "spec.config.retention.ms",
+    ),
+    Case(
         "topic-config-bad-choice",
         topic({"config": {"cleanup.policy": "remove"}}),
         "config cleanup.policy must be one of",
@@ -229,6 +249,11 @@ CASES: tuple[Case, ...] = (
         "table-partitions-zero",
         table({"partitions": 0}),
         "spec.partitions in body should be greater than or equal to 1",
+    ),
+    Case(
+        "table-partitions-past-int32",
+        table({"partitions": 2**31}),
+        "spec.partitions in body should be less than or equal to 2147483647",
     ),
     Case(
         "table-key-format-enum",
@@ -473,6 +498,21 @@ CASES: tuple[Case, ...] = (
         "app-lag-target-zero",
         app({"scaling": {"lagTarget": 0}}),
         "spec.scaling.lagTarget in body should be greater than or equal to 1",
+    ),
+    Case(
+        "app-lag-target-past-int64",
+        app({"scaling": {"lagTarget": 2**63}}),
+        "spec.scaling.lagTarget",
+    ),
+    Case(
+        "app-driver-cpu-past-int32",
+        app({"driver": {"cpu": 2**31}}),
+        "spec.driver.cpu in body should be less than or equal to 2147483647",
+    ),
+    Case(
+        "app-executor-memory-past-int64",
+        app({"executor": {"memory": 2**63}}),
+        "spec.executor.memory",
     ),
     Case(
         "app-executor-memory-bytes-unit",

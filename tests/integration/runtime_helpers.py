@@ -296,3 +296,45 @@ def cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def json_values(entries: Iterable[tables.Entry]) -> list[Any]:
     return [json.loads(e.value) for e in entries if e.value is not None]
+
+
+_PAYMENTS_FILTER = """
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: payments}
+spec: {partitions: %d}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: payments-valid}
+spec: {partitions: 1}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: payments-dlq}
+spec: {partitions: 1}
+---
+apiVersion: rillet.io/v1alpha1
+kind: App
+metadata: {name: payments-filter, namespace: shop}
+spec:
+  image: rillet/spark-runtime:0.1.0
+  inputs:
+    - name: payments
+      topicRef: {name: payments}
+      schema: "id STRING, amount DECIMAL(10,2)"
+      startingOffsets: earliest
+  pipeline:
+    sql: SELECT id, amount FROM payments WHERE amount > 0
+  outputs:
+    - topicRef: {name: payments-valid}
+      keyColumns: [id]
+  deadLetterTopic:
+    topicRef: {name: payments-dlq}
+"""
+
+
+def payments_filter(partitions: int = 1) -> str:
+    """Manifests of an App that keeps payments with a positive amount and dead-letters records
+    it cannot read: its input Topic (`partitions` of them), its output and dead-letter Topics."""
+    return _PAYMENTS_FILTER % partitions

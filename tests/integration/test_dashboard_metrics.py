@@ -33,41 +33,6 @@ from .polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("operator")
 
-APP = """
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments}
-spec: {partitions: 2}
----
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments-valid}
-spec: {partitions: 1}
----
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments-dlq}
-spec: {partitions: 1}
----
-apiVersion: rillet.io/v1alpha1
-kind: App
-metadata: {name: payments-filter, namespace: shop}
-spec:
-  image: rillet/spark-runtime:0.1.0
-  inputs:
-    - name: payments
-      topicRef: {name: payments}
-      schema: "id STRING, amount DECIMAL(10,2)"
-      startingOffsets: earliest
-  pipeline:
-    sql: SELECT id, amount FROM payments WHERE amount > 0
-  outputs:
-    - topicRef: {name: payments-valid}
-      keyColumns: [id]
-  deadLetterTopic:
-    topicRef: {name: payments-dlq}
-"""
-
 
 def operator_samples(
     kube: Kube, operator: OperatorProcess, namespace: str, kafka_prefix: str
@@ -99,7 +64,7 @@ def driver_samples(
 ) -> set[str]:
     """The sample names an App's driver serves once it read records (one malformed, so
     dead-lettered) to the end of its input."""
-    documents = rt.load_manifests(APP)
+    documents = rt.load_manifests(rt.payments_filter(partitions=2))
     topics = rt.privatize(documents, kafka_prefix)
     rt.create_topics(
         kafka_admin,

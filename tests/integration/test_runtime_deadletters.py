@@ -20,41 +20,6 @@ from rillet.runtime import driving, progress
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
-MANIFEST = """
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments}
-spec: {partitions: 1}
----
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments-valid}
-spec: {partitions: 1}
----
-apiVersion: rillet.io/v1alpha1
-kind: Topic
-metadata: {name: payments-dlq}
-spec: {partitions: 1}
----
-apiVersion: rillet.io/v1alpha1
-kind: App
-metadata: {name: payments-filter, namespace: shop}
-spec:
-  image: rillet/spark-runtime:0.1.0
-  inputs:
-    - name: payments
-      topicRef: {name: payments}
-      schema: "id STRING, amount DECIMAL(10,2)"
-      startingOffsets: earliest
-  pipeline:
-    sql: SELECT id, amount FROM payments WHERE amount > 0
-  outputs:
-    - topicRef: {name: payments-valid}
-      keyColumns: [id]
-  deadLetterTopic:
-    topicRef: {name: payments-dlq}
-"""
-
 BAD = [
     ("b1", "not json at all"),
     ("b2", '{"id": "p-bad", "amount": "lots"}'),
@@ -65,7 +30,7 @@ BAD = [
 def _setup(
     kafka_admin: AdminClient, prefix: str, *, dead_letters: bool
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    documents = rt.load_manifests(MANIFEST)
+    documents = rt.load_manifests(rt.payments_filter())
     if not dead_letters:
         del documents[-1]["spec"]["deadLetterTopic"]
     topics = rt.privatize(documents, prefix)

@@ -4,7 +4,8 @@ Test plan:
 - the rewrites, on small models: $ref inlined (the field's description wins, rules add up),
   Optional collapsed, const to enum, titles and additionalProperties: false dropped, defaults
   kept, int-or-string kept, a real union refused;
-- every generated CRD schema is structural and described throughout, with no $ref left;
+- every generated CRD schema is structural, described and bounded (every integer has a minimum
+  and a maximum) throughout, with no $ref left; a node missing any of it is reported;
 - the CRDs carry what the issue asks: group, scope, status subresource, category, short names
   that collide with no common CRD, printer columns, conditions as a list map keyed by type, an
   inputs list keyed by name, CEL rules with messages.
@@ -127,6 +128,13 @@ def test_violations_are_reported() -> None:
                 "type": "object",
                 "x-kubernetes-validations": [{"rule": "x"}],
             },
+            "d": {"description": "D.", "type": "integer", "minimum": 0},
+            "e": {
+                "description": "E.",
+                "x-kubernetes-int-or-string": True,
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "maximum": 9,
+            },
         },
     }
     assert structuring.violations(bad) == [
@@ -134,6 +142,8 @@ def test_violations_are_reported() -> None:
         ".b: no type",
         ".b: anyOf outside an int-or-string node",
         ".c: a rule without a message: x",
+        ".d: an integer without a maximum",
+        ".e: an integer without a minimum",
     ]
 
 

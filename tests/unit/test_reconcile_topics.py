@@ -1,7 +1,9 @@
 """Planning a topic, comparing configs by type, conflicts and status derivation (pure).
 
 Test plan:
-- config values compare by their Kafka type: 0 vs 0.0, 1000 vs "1000", list order, booleans.
+- config values compare by their Kafka type: 0 vs 0.0, 1000 vs "1000", list order, booleans;
+  numbers no Kafka setting can hold (a hundred million digits, 5,000 digits) are compared as
+  written, at once, instead of being written out in full (a minute of CPU, or a ValueError).
 - the diff SETs what differs and DELETEs only overrides missing from spec.
 - a missing topic is created; more partitions grow it; fewer is a problem, not a shrink;
   a replication-factor change is a problem while config changes are still planned.
@@ -39,6 +41,19 @@ from rillet.reconcile.topics import DesiredTopic, ObservedTopic, SyncOutcome, pl
 )
 def test_config_values_compare_by_type(key: str, declared: int | str, reported: str) -> None:
     assert canonical(key, declared) == canonical(key, reported)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("min.cleanable.dirty.ratio", "1e99999999"),
+        ("min.cleanable.dirty.ratio", "1e-99999999"),
+        ("retention.ms", "9" * 5000),
+        ("retention.ms", "-" + "9" * 8000),
+    ],
+)
+def test_huge_numbers_compare_as_written(key: str, value: str) -> None:
+    assert canonical(key, value) == value
 
 
 def test_config_diff_sets_changes_and_deletes_only_undeclared_overrides() -> None:

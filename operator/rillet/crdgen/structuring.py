@@ -10,7 +10,9 @@ nodes), no `$ref`, no `anyOf` that mixes types (save the int-or-string idiom), n
 - `const` becomes a one-value `enum`; `title` and `additionalProperties: <bool>` are dropped;
 - keys come out in one fixed order, so generated files are stable and readable.
 
-`violations()` checks the result against the rules above, plus "every node has a description".
+`violations()` checks the result against the rules above, plus "every node has a description"
+and "every integer has a minimum and a maximum" (so the apiserver refuses a number before it
+overflows a fixed-width integer in the operator or the Kafka client).
 """
 
 from __future__ import annotations
@@ -148,7 +150,8 @@ def walk(node: Mapping[str, Any], path: str = "") -> Iterator[tuple[str, Mapping
 
 
 def violations(schema: Mapping[str, Any], *, skip: frozenset[str] = frozenset()) -> list[str]:
-    """What keeps `schema` from being a structural, fully described schema (empty if nothing).
+    """What keeps `schema` from being a structural, fully described and bounded schema (empty if
+    nothing).
 
     Fields must have a description; the root, list items and map values may go without (their
     field describes them), as may the nodes whose path is in `skip` (e.g. `.metadata`).
@@ -165,6 +168,12 @@ def violations(schema: Mapping[str, Any], *, skip: frozenset[str] = frozenset())
         if "description" not in node and not described:
             found.append(f"{where}: no description")
         found.extend(f"{where}: {key!r} is not allowed" for key in node if key not in _ALLOWED)
+        integer = node.get("type") == "integer" or int_or_string
+        found.extend(
+            f"{where}: an integer without a {bound}"
+            for bound in ("minimum", "maximum")
+            if integer and bound not in node
+        )
         if "properties" in node and "additionalProperties" in node:
             found.append(f"{where}: both properties and additionalProperties")
         found.extend(

@@ -3,21 +3,22 @@
 Every call takes many topics and returns a result per topic: a per-topic failure is a value
 (`KafkaFailure`), not an exception, so one bad topic never hides the others' results. Only a
 cluster that cannot be reached at all raises `KafkaUnavailableError`.
+
+One topic must not fail the others before Kafka answers either: each topic's part of a request
+is checked and built on its own, and a request the client refuses whole is sent again topic by
+topic (`topicrequests`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewPartitions,
@@ -25,6 +26,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from rillet.kafka import topicrequests
+from rillet.kafka.topicrequests import KafkaFailure
 from rillet.reconcile.topicconfigs import ConfigDiff
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic
 
@@ -43,30 +46,11 @@ _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
 K = TypeVar("K")
+T = TypeVar("T")
 
 
 class KafkaUnavailableError(RuntimeError):
     """No broker answered: nothing can be said about any topic."""
-
-
-@dataclass(frozen=True)
-class KafkaFailure:
-    """Kafka refused one operation on one topic."""
-
-    code: str  # Kafka's error name, e.g. INVALID_REPLICATION_FACTOR
-    message: str
-
-    @property
-    def reason(self) -> str:
-        """The error name in CamelCase, for a condition reason."""
-        return "".join(part.capitalize() for part in self.code.strip("_").split("_"))
-
-
-def _failure(error: BaseException) -> KafkaFailure:
-    if isinstance(error, KafkaException) and isinstance(error.args[0], KafkaError):
-        kafka_error: KafkaError = error.args[0]
-        return KafkaFailure(code=kafka_error.name(), message=kafka_error.str())
-    return KafkaFailure(code="UNKNOWN", message=str(error))
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -101,7 +85,7 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
     settled = {key: future.exception() or future.result() for key, future in futures.items()}
     errors = [r for r in settled.values() if isinstance(r, BaseException)]
     if errors and len(errors) == len(settled) and all(_unreachable(e) for e in errors):
-        raise KafkaUnavailableError(_failure(errors[0]).message)
+        raise KafkaUnavailableError(topicrequests.failure_of(errors[0]).message)
     return settled
 
 
@@ -128,6 +112,17 @@ class TopicAdmin:
         self._client = AdminClient({**client_config, "log_level": 3})
         self._timeout = timeout
 
+    async def _send(
+        self,
+        call: Callable[[list[T]], Mapping[K, concurrent.futures.Future[Any]]],
+        items: Sequence[T],
+        key: Callable[[T], K],
+    ) -> dict[K, Any]:
+        """Each item's result: Kafka's answer, its exception, or the client's KafkaFailure."""
+        futures, refused = topicrequests.submit(call, items, key)
+        settled = await _settle(futures) if futures else {}
+        return settled | refused
+
     async def describe(
         self, names: Iterable[str]
     ) -> dict[str, ObservedTopic | KafkaFailure | None]:
@@ -135,16 +130,25 @@ class TopicAdmin:
         names = sorted(set(names))
         if not names:
             return {}
-        descriptions = await _settle(
-            self._client.describe_topics(TopicCollection(names), request_timeout=self._timeout)
+        descriptions = await self._send(
+            lambda batch: self._client.describe_topics(
+                TopicCollection(batch), request_timeout=self._timeout
+            ),
+            names,
+            key=lambda name: name,
         )
-        existing = [n for n in names if not isinstance(descriptions[n], BaseException)]
+        existing = [
+            n for n in names if not isinstance(descriptions[n], BaseException | KafkaFailure)
+        ]
         overrides = await self._overrides(existing)
         observed: dict[str, ObservedTopic | KafkaFailure | None] = {}
         for name in names:
             description = descriptions[name]
-            if isinstance(description, BaseException):
-                observed[name] = None if _gone(description) else _failure(description)
+            if isinstance(description, KafkaFailure):
+                observed[name] = description
+            elif isinstance(description, BaseException):
+                gone = _gone(description)
+                observed[name] = None if gone else topicrequests.failure_of(description)
             elif isinstance(overrides.get(name), KafkaFailure):
                 observed[name] = overrides[name]  # type: ignore[assignment]
             else:
@@ -162,14 +166,19 @@ class TopicAdmin:
         if not names:
             return {}
         resources = {ConfigResource(ResourceType.TOPIC, name): name for name in names}
-        settled = await _settle(
-            self._client.describe_configs(list(resources), request_timeout=self._timeout)
+        settled = await self._send(
+            lambda batch: self._client.describe_configs(batch, request_timeout=self._timeout),
+            list(resources),
+            key=lambda resource: resource,
         )
         result: dict[str, dict[str, str] | KafkaFailure] = {}
         for resource, entries in settled.items():
             name = resources[resource]
+            if isinstance(entries, KafkaFailure):
+                result[name] = entries
+                continue
             if isinstance(entries, BaseException):
-                result[name] = _failure(entries)
+                result[name] = topicrequests.failure_of(entries)
                 continue
             result[name] = {
                 key: entry.value
@@ -181,20 +190,20 @@ class TopicAdmin:
     async def create(self, topics: Sequence[DesiredTopic]) -> dict[str, KafkaFailure | None]:
         """Create topics (several requests when over Kafka's partition limit)."""
         results: dict[str, KafkaFailure | None] = {}
-        for group in split_creates(topics):
-            new_topics = [
-                NewTopic(
-                    t.name,
-                    num_partitions=t.partitions,
-                    replication_factor=t.replication_factor or -1,
-                    config=dict(t.config),
-                )
-                for t in group
-            ]
-            settled = await _settle(
-                self._client.create_topics(
-                    new_topics, operation_timeout=self._timeout, request_timeout=self._timeout
-                )
+        built: dict[str, NewTopic] = {}
+        for topic in topics:
+            made = topicrequests.new_topic(topic)
+            if isinstance(made, KafkaFailure):
+                results[topic.name] = made
+            else:
+                built[topic.name] = made
+        for group in split_creates([t for t in topics if t.name in built]):
+            settled = await self._send(
+                lambda batch: self._client.create_topics(
+                    batch, operation_timeout=self._timeout, request_timeout=self._timeout
+                ),
+                [built[t.name] for t in group],
+                key=lambda made: str(made.topic),
             )
             # Another lane (or operator) may have created it a moment ago: that is success.
             results |= {
@@ -205,51 +214,54 @@ class TopicAdmin:
 
     async def grow(self, partitions: Mapping[str, int]) -> dict[str, KafkaFailure | None]:
         """Raise partition counts to the given totals."""
-        if not partitions:
-            return {}
-        settled = await _settle(
-            self._client.create_partitions(
-                [NewPartitions(name, total) for name, total in partitions.items()],
-                operation_timeout=self._timeout,
-                request_timeout=self._timeout,
-            )
+        results: dict[str, KafkaFailure | None] = {}
+        built: list[NewPartitions] = []
+        for name, total in partitions.items():
+            made = topicrequests.new_partitions(name, total)
+            if isinstance(made, KafkaFailure):
+                results[name] = made
+            else:
+                built.append(made)
+        settled = await self._send(
+            lambda batch: self._client.create_partitions(
+                batch, operation_timeout=self._timeout, request_timeout=self._timeout
+            ),
+            built,
+            key=lambda made: str(made.topic),
         )
-        return {name: _outcome(value) for name, value in settled.items()}
+        return results | {name: _outcome(value) for name, value in settled.items()}
 
     async def alter_configs(
         self, diffs: Mapping[str, ConfigDiff]
     ) -> dict[str, KafkaFailure | None]:
         """Incremental alter: SET changed keys, DELETE overrides no longer declared."""
-        if not diffs:
-            return {}
-        resources = {
-            ConfigResource(
-                ResourceType.TOPIC,
-                name,
-                incremental_configs=[
-                    ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)
-                    for key, value in diff.set.items()
-                ]
-                + [
-                    ConfigEntry(key, None, incremental_operation=AlterConfigOpType.DELETE)
-                    for key in diff.delete
-                ],
-            ): name
-            for name, diff in diffs.items()
-        }
-        settled = await _settle(
-            self._client.incremental_alter_configs(list(resources), request_timeout=self._timeout)
+        results: dict[str, KafkaFailure | None] = {}
+        resources: dict[ConfigResource, str] = {}
+        for name, diff in diffs.items():
+            made = topicrequests.config_resource(name, diff)
+            if isinstance(made, KafkaFailure):
+                results[name] = made
+            else:
+                resources[made] = name
+        settled = await self._send(
+            lambda batch: self._client.incremental_alter_configs(
+                batch, request_timeout=self._timeout
+            ),
+            list(resources),
+            key=lambda resource: resource,
         )
-        return {resources[resource]: _outcome(value) for resource, value in settled.items()}
+        return results | {
+            resources[resource]: _outcome(value) for resource, value in settled.items()
+        }
 
     async def delete(self, names: Sequence[str]) -> dict[str, KafkaFailure | None]:
         """Delete topics; one already gone counts as deleted."""
-        if not names:
-            return {}
-        settled = await _settle(
-            self._client.delete_topics(
-                list(names), operation_timeout=self._timeout, request_timeout=self._timeout
-            )
+        settled = await self._send(
+            lambda batch: self._client.delete_topics(
+                batch, operation_timeout=self._timeout, request_timeout=self._timeout
+            ),
+            list(names),
+            key=lambda name: name,
         )
         return {
             name: None if isinstance(value, BaseException) and _gone(value) else _outcome(value)
@@ -258,4 +270,7 @@ class TopicAdmin:
 
 
 def _outcome(value: object) -> KafkaFailure | None:
-    return _failure(value) if isinstance(value, BaseException) else None
+    """A settled item's failure (Kafka's or the client's), or None for a success."""
+    if isinstance(value, KafkaFailure):
+        return value
+    return topicrequests.failure_of(value) if isinstance(value, BaseException) else None

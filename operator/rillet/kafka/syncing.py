@@ -11,6 +11,11 @@ Two lanes, each with its own loop: changes users make (events) and the periodic 
 pass over thousands of topics takes seconds of admin calls; a `kubectl apply` must not wait
 behind it. The lanes may touch the same topic at once, so every step tolerates a race (a topic
 that already exists when created counts as created).
+
+One topic never fails its batch: each is checked and built on its own (`topicrequests`), and
+whatever goes wrong for one (Kafka's refusal, the client's, a failure to plan it) is that
+topic's problem in its outcome, while the others go ahead. Only an unreachable Kafka concerns
+the whole batch.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_exponential
 
 from rillet import metrics
-from rillet.kafka.admin import KafkaFailure, KafkaUnavailableError, TopicAdmin
+from rillet.kafka.admin import KafkaUnavailableError, TopicAdmin
+from rillet.kafka.topicrequests import KafkaFailure
 from rillet.reconcile import topics
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
 
@@ -56,11 +62,24 @@ def _lags(desired: DesiredTopic, found: ObservedTopic | KafkaFailure | None) -> 
     """Whether a describe still misses a change Kafka accepted (its metadata lags behind)."""
     if isinstance(found, KafkaFailure):
         return False
-    return found is None or topics.plan(desired, found).changes
+    return found is None or _plan(desired, found).changes
 
 
-def _refused(action: str, name: str, failure: KafkaFailure) -> Problem:
-    return Problem(failure.reason, f"Kafka refused to {action} topic {name}: {failure.message}")
+def refusal(action: str, name: str, failure: KafkaFailure) -> Problem:
+    """The problem of a topic whose `action` was refused, by Kafka or by its client."""
+    who = "the Kafka client cannot" if failure.client else "Kafka refused to"
+    return Problem(failure.reason, f"{who} {action} topic {name}: {failure.message}")
+
+
+def _plan(desired: DesiredTopic, found: ObservedTopic | None) -> topics.TopicPlan:
+    """`topics.plan`, with a failure of its own as this topic's problem, not the batch's."""
+    try:
+        return topics.plan(desired, found)
+    except Exception as error:  # a bug for this one topic must not fail the others
+        log.exception("planning topic %s failed", desired.name)
+        return topics.TopicPlan(
+            problems=(Problem("InternalError", f"planning topic {desired.name} failed: {error}"),)
+        )
 
 
 class TopicSyncer:
@@ -169,9 +188,9 @@ class TopicSyncer:
         problems: dict[str, list[Problem]] = {name: [] for name in desired}
         for name, found in observed.items():
             if isinstance(found, KafkaFailure):
-                problems[name].append(_refused("describe", name, found))
+                problems[name].append(refusal("describe", name, found))
                 continue
-            plans[name] = topics.plan(desired[name], found)
+            plans[name] = _plan(desired[name], found)
             problems[name] += plans[name].problems
 
         creates = [desired[n] for n, p in plans.items() if p.create]
@@ -191,7 +210,7 @@ class TopicSyncer:
         after = await self._admin.describe(changed) if changed else {}
         outcomes: dict[str, SyncOutcome | _Lagging] = {}
         for name in desired:
-            refused = [_refused(action, name, f) for action, f in failures.get(name, [])]
+            refused = [refusal(action, name, f) for action, f in failures.get(name, [])]
             final = after.get(name, observed.get(name))
             plan = plans.get(name)
             applied = tuple(topics.describe_changes(plan, desired[name])) if plan else ()

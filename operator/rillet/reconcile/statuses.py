@@ -81,6 +81,12 @@ def derive_conditions(
     return derived
 
 
+def clip(message: str, limit: int) -> str:
+    """`message` cut to `limit` characters, marked as cut: a condition the apiserver refuses
+    for its length (Kafka's errors quote the refused value, up to 8 KiB each) says nothing."""
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
 def standing_condition(found: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
     """The condition that says where the object last stood: Ready, or, when a paused object has
     none, Stalled (all carry the same reason and message). {} when there is none."""
@@ -135,7 +141,10 @@ def topic_verdict(outcome: SyncOutcome, *, kafka_name: str) -> Verdict:
         return Verdict(
             "stalled",
             outcome.problems[0].reason,
-            " ".join(problem.message for problem in outcome.problems),
+            clip(
+                " ".join(problem.message for problem in outcome.problems),
+                conditions.MAX_MESSAGE_LENGTH,
+            ),
         )
     if outcome.observed is None:
         return Verdict("progressing", "TopicPending", f"Kafka topic {kafka_name} not seen yet")

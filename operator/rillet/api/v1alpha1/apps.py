@@ -19,7 +19,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from rillet.api.v1alpha1 import appspecs, conditions, objects, rules
+from rillet.api.v1alpha1 import appspecs, conditions, fields, objects, rules
 
 # Spark settings Rillet derives from the App (or from where it runs): a user value would be
 # overwritten or would break the driver, so the apiserver refuses them.
@@ -209,9 +209,14 @@ class AppSpec(objects.WireModel):
 class Executors(objects.WireModel):
     """Executor counts of the running App."""
 
-    desired: int | None = Field(default=None, description="Executors the operator asks for.")
-    ready: int | None = Field(default=None, description="Executors registered with the driver.")
-    cap: int | None = Field(
+    desired: fields.Count32 | None = Field(
+        default=None, description="Executors the operator asks for."
+    )
+    ready: fields.Count32 | None = Field(
+        default=None, description="Executors registered with the driver."
+    )
+    # Input partitions of up to 16 topics (int32 each) over the cores: int64.
+    cap: fields.Count64 | None = Field(
         default=None,
         description="Most executors the inputs can keep busy: input partitions / executorCores "
         "(at least 1). Absent while the partition counts are unknown.",
@@ -223,8 +228,8 @@ class InputStatus(objects.WireModel):
 
     name: str = Field(description="Name of the input (its view).")
     topic: str = Field(description="Kafka topic the input reads.")
-    partitions: int | None = Field(default=None, description="Partitions of the topic.")
-    lag: int | None = Field(
+    partitions: fields.Count32 | None = Field(default=None, description="Partitions of the topic.")
+    lag: fields.Count64 | None = Field(
         default=None,
         description="Records behind the topic's latest offsets, over its partitions.",
     )
@@ -237,7 +242,7 @@ class AppStatus(conditions.Status):
         default=None,
         description="Pending (starting), Running, Suspended (spec.suspend) or Failed.",
     )
-    partitions: int | None = Field(
+    partitions: fields.Count64 | None = Field(
         default=None,
         description="Total partitions of the App's inputs: the most executor cores it can use.",
     )
@@ -250,7 +255,7 @@ class AppStatus(conditions.Status):
             "x-kubernetes-list-map-keys": ["name"],
         },
     )
-    lag: int | None = Field(
+    lag: fields.Count64 | None = Field(
         default=None,
         description="Records behind the inputs' latest offsets, over all partitions.",
     )

@@ -216,7 +216,7 @@ class Scaling(objects.WireModel):
         description="Task slots per executor (spark.executor.cores); one task reads one "
         "partition at a time.",
     )
-    lag_target: Annotated[int, Field(ge=1)] = Field(
+    lag_target: Annotated[int, Field(ge=1, le=fields.INT64_SCHEMA_MAX)] = Field(
         default=1000,
         description="Records of lag each executor is expected to absorb: desired executors = "
         "total lag / lagTarget, within the bounds.",

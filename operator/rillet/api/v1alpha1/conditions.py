@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from rillet.api.v1alpha1 import objects
+from rillet.api.v1alpha1 import fields, objects
 
 READY = "Ready"
 RECONCILING = "Reconciling"
@@ -27,6 +27,7 @@ CONDITION_TYPE_PATTERN = (
     r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
 )
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+MAX_MESSAGE_LENGTH = 32768
 
 
 class Condition(objects.WireModel):
@@ -39,14 +40,14 @@ class Condition(objects.WireModel):
     reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=REASON_PATTERN)] = Field(
         description="Why the condition has its status, as one CamelCase word (e.g. TopicCreated).",
     )
-    message: Annotated[str, Field(max_length=32768)] = Field(
+    message: Annotated[str, Field(max_length=MAX_MESSAGE_LENGTH)] = Field(
         description="Human-readable details of the condition; may be empty.",
     )
     last_transition_time: datetime = Field(
         strict=False,
         description="When the condition last changed status.",
     )
-    observed_generation: Annotated[int, Field(ge=0)] | None = Field(
+    observed_generation: fields.Count64 | None = Field(
         default=None,
         description="The metadata.generation the condition was derived from.",
     )
@@ -55,7 +56,7 @@ class Condition(objects.WireModel):
 class Status(objects.WireModel):
     """What every kind reports: the generation last acted upon, and conditions."""
 
-    observed_generation: Annotated[int, Field(ge=0)] | None = Field(
+    observed_generation: fields.Count64 | None = Field(
         default=None,
         description="The metadata.generation the operator last reconciled.",
     )

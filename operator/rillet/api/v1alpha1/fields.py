@@ -15,6 +15,29 @@ from pydantic import Field, StrictInt, StrictStr, WithJsonSchema
 
 from rillet.api.v1alpha1 import objects, rules
 
+# Integer bounds: every integer field of the API has both, so the apiserver refuses a number
+# before it reaches code with fixed-width integers. Kafka's wire types are int32 (partition
+# counts, its INT configs, the Kafka client's C ints) and int64 (its LONG configs such as
+# retention.ms, offsets, lag); Kubernetes counts generations in int64.
+INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+# The largest maximum a CRD can give an int64 field. The apiserver keeps a schema's bounds as
+# float64 and turns them back into int64 to compare integers: 2**63 - 1 as a float64 is 2**63,
+# which wraps to -2**63, and the apiserver then refuses the CRD (its defaults break the bound).
+# 2**63 - 1024 is the largest float64 below 2**63. Numbers past int64 it refuses anyway (it
+# reads them as floats, not integers); the 1,023 values in between must be written as strings
+# where a string is allowed (a topic config's Long.MAX_VALUE: "9223372036854775807").
+INT64_SCHEMA_MAX = 2**63 - 1024
+
+# A partition count of a Kafka topic (int32 in Kafka's protocol).
+Partitions = Annotated[int, Field(ge=1, le=INT32_MAX)]
+# Counts and sizes reported in a status: int32 where Kafka or Kubernetes count in int32,
+# int64 where they count in int64 (lag, generations).
+Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+Count64 = Annotated[int, Field(ge=0, le=INT64_SCHEMA_MAX)]
+
 # Kafka topic names: 1..249 characters of [a-zA-Z0-9._-], and neither "." nor "..".
 KAFKA_TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]+$"
 KAFKA_TOPIC_NAME_MAX_LENGTH = 249
@@ -91,25 +114,35 @@ CPU_PATTERN = r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))m?$"
 MEMORY_PATTERN = r"^(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[kMGTPE])?$"
 
 
-def _quantity(pattern: str, example: str) -> WithJsonSchema:
-    """Annotated metadata for an int-or-string quantity with a string `pattern`."""
+# Integers as quantities: whole CPUs (int32, far beyond any node), bytes of memory (int64).
+MAX_CPU_INTEGER = INT32_MAX
+MAX_MEMORY_INTEGER = INT64_SCHEMA_MAX
+
+
+def _quantity(pattern: str, example: str, *, maximum: int) -> WithJsonSchema:
+    """Annotated metadata for an int-or-string quantity: a string `pattern`, an integer range
+    (minimum and maximum apply to integers only, as pattern applies to strings only)."""
     return WithJsonSchema(
         {
             "x-kubernetes-int-or-string": True,
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "pattern": pattern,
+            "minimum": 0,
+            "maximum": maximum,
             "description": f"An integer or a Kubernetes quantity string such as {example}.",
         }
     )
 
 
 CpuQuantity = Annotated[
-    Annotated[StrictInt, Field(ge=0)] | Annotated[StrictStr, Field(pattern=CPU_PATTERN)],
-    _quantity(CPU_PATTERN, '"500m" or "2"'),
+    Annotated[StrictInt, Field(ge=0, le=MAX_CPU_INTEGER)]
+    | Annotated[StrictStr, Field(pattern=CPU_PATTERN)],
+    _quantity(CPU_PATTERN, '"500m" or "2"', maximum=MAX_CPU_INTEGER),
 ]
 MemoryQuantity = Annotated[
-    Annotated[StrictInt, Field(ge=0)] | Annotated[StrictStr, Field(pattern=MEMORY_PATTERN)],
-    _quantity(MEMORY_PATTERN, '"512Mi" or "2Gi"'),
+    Annotated[StrictInt, Field(ge=0, le=MAX_MEMORY_INTEGER)]
+    | Annotated[StrictStr, Field(pattern=MEMORY_PATTERN)],
+    _quantity(MEMORY_PATTERN, '"512Mi" or "2Gi"', maximum=MAX_MEMORY_INTEGER),
 ]
 
 DeletionPolicy = Literal["Retain", "Delete"]

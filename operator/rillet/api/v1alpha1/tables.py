@@ -133,7 +133,7 @@ class TableSpec(objects.WireModel):
         description="Name of the changelog topic in Kafka. Defaults to metadata.name. Cannot "
         "change, and cannot be added or removed, after creation.",
     )
-    partitions: Annotated[int, Field(ge=1), topics.PARTITIONS_GROW_ONLY] | None = Field(
+    partitions: Annotated[fields.Partitions, topics.PARTITIONS_GROW_ONLY] | None = Field(
         default=None,
         description="Partitions of the changelog topic. Defaults to the partition count of the "
         "App that writes the Table (co-partitioning). Can grow, never shrink.",

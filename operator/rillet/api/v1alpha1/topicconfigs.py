@@ -10,7 +10,11 @@ map value. Its only escape hatch that keeps CEL rules working is int-or-string (
 So integers may be written bare (`retention.ms: 604800000`), and booleans and decimals are written
 as strings (`preallocate: "true"`, `min.cleanable.dirty.ratio: "0.5"`), as Kafka itself stores
 them. Each key's value is checked against its Kafka type: whole numbers, decimals, "true"/"false",
-or one of a fixed set of choices; ranges are left to Kafka (its error lands in the status).
+or one of a fixed set of choices. A bare integer is also held to the width of its Kafka type: 64
+bits for every value (the schema's minimum and maximum; see fields.INT64_SCHEMA_MAX for the top
+1,023 values, Long.MAX_VALUE among them, which must be quoted), 32 bits for Kafka's INT
+settings such as max.message.bytes (a rule). Kafka's own ranges (segment.bytes at least 1
+MiB...), and numbers written as strings, are left to Kafka: its error lands in the status.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, StrictStr, WithJsonSchema
 
-from rillet.api.v1alpha1 import rules
+from rillet.api.v1alpha1 import fields, rules
 
 ValueKind = Literal["integer", "number", "boolean", "choice", "string"]
 
@@ -35,6 +39,8 @@ class TopicConfigKey:
     kind: ValueKind
     summary: str
     choices: tuple[str, ...] = ()
+    # Integer settings: Kafka's type, LONG (64 bits) or INT (32 bits).
+    bits: Literal[32, 64] = 64
 
 
 KEYS: tuple[TopicConfigKey, ...] = (
@@ -47,11 +53,13 @@ KEYS: tuple[TopicConfigKey, ...] = (
     TopicConfigKey(
         name="compression.gzip.level",
         kind="integer",
+        bits=32,
         summary="Compression level when compression.type is gzip.",
     ),
     TopicConfigKey(
         name="compression.lz4.level",
         kind="integer",
+        bits=32,
         summary="Compression level when compression.type is lz4.",
     ),
     TopicConfigKey(
@@ -63,6 +71,7 @@ KEYS: tuple[TopicConfigKey, ...] = (
     TopicConfigKey(
         name="compression.zstd.level",
         kind="integer",
+        bits=32,
         summary="Compression level when compression.type is zstd.",
     ),
     TopicConfigKey(
@@ -89,6 +98,7 @@ KEYS: tuple[TopicConfigKey, ...] = (
     TopicConfigKey(
         name="index.interval.bytes",
         kind="integer",
+        bits=32,
         summary="Bytes between entries of the offset index.",
     ),
     TopicConfigKey(
@@ -112,7 +122,10 @@ KEYS: tuple[TopicConfigKey, ...] = (
         summary="Longest time a record stays ineligible for compaction.",
     ),
     TopicConfigKey(
-        name="max.message.bytes", kind="integer", summary="Largest record batch the topic accepts."
+        name="max.message.bytes",
+        kind="integer",
+        bits=32,
+        summary="Largest record batch the topic accepts.",
     ),
     TopicConfigKey(
         name="message.timestamp.after.max.ms",
@@ -143,6 +156,7 @@ KEYS: tuple[TopicConfigKey, ...] = (
     TopicConfigKey(
         name="min.insync.replicas",
         kind="integer",
+        bits=32,
         summary="Replicas that must acknowledge a write with acks=all.",
     ),
     TopicConfigKey(
@@ -169,9 +183,14 @@ KEYS: tuple[TopicConfigKey, ...] = (
     TopicConfigKey(
         name="retention.ms", kind="integer", summary="How long records are kept (-1: forever)."
     ),
-    TopicConfigKey(name="segment.bytes", kind="integer", summary="Size of a log segment file."),
     TopicConfigKey(
-        name="segment.index.bytes", kind="integer", summary="Size of a segment's offset index."
+        name="segment.bytes", kind="integer", bits=32, summary="Size of a log segment file."
+    ),
+    TopicConfigKey(
+        name="segment.index.bytes",
+        kind="integer",
+        bits=32,
+        summary="Size of a segment's offset index.",
     ),
     TopicConfigKey(
         name="segment.jitter.ms",
@@ -200,12 +219,15 @@ NUMBER_PATTERN = r"^-?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][-+]?[0-9]+)?$"
 BOOLEAN_STRINGS = ("true", "false")
 
 ConfigValue = Annotated[
-    StrictInt | Annotated[StrictStr, Field(max_length=MAX_VALUE_LENGTH)],
+    Annotated[StrictInt, Field(ge=fields.INT64_MIN, le=fields.INT64_SCHEMA_MAX)]
+    | Annotated[StrictStr, Field(max_length=MAX_VALUE_LENGTH)],
     WithJsonSchema(
         {
             "x-kubernetes-int-or-string": True,
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "maxLength": MAX_VALUE_LENGTH,
+            "minimum": fields.INT64_MIN,
+            "maximum": fields.INT64_SCHEMA_MAX,
             "description": "The value: an integer, or a string for every other Kafka type.",
         }
     ),
@@ -230,6 +252,20 @@ def value_fits(key: TopicConfigKey, value: int | str) -> bool:
             return isinstance(value, str) and value in key.choices
         case "string":
             return isinstance(value, str)
+
+
+def names_of_width(bits: Literal[32, 64]) -> tuple[str, ...]:
+    """The integer config names Kafka types with `bits` bits (INT: 32, LONG: 64), in KEYS order."""
+    return tuple(key.name for key in KEYS if key.kind == "integer" and key.bits == bits)
+
+
+def in_range(key: TopicConfigKey, value: int | str) -> bool:
+    """Whether a bare integer of an INT setting fits 32 bits. LONG settings are held to 64 bits by
+    the schema's bounds; strings, and the ranges Kafka sets within a width, are Kafka's to
+    check."""
+    if key.kind != "integer" or key.bits != 32 or isinstance(value, str):
+        return True
+    return fields.INT32_MIN <= value <= fields.INT32_MAX
 
 
 def _unknown(config: Mapping[str, object]) -> list[str]:
@@ -309,8 +345,31 @@ def _choice_rule(key: TopicConfigKey) -> rules.Rule:
     )
 
 
+def _out_of_range(config: Mapping[str, int | str]) -> list[str]:
+    return [name for name in names_of_width(32) if not in_range(BY_NAME[name], config.get(name, 0))]
+
+
+_INT32 = rules.cel_list(names_of_width(32))
+_INT32_FITS = (
+    f"type(self[k]) != int || (self[k] >= {fields.INT32_MIN} && self[k] <= {fields.INT32_MAX})"
+)
+_INT32_ADVICE = (
+    f"is a 32-bit integer in Kafka (INT): use a value from {fields.INT32_MIN} to {fields.INT32_MAX}"
+)
+INT32_RANGE_RULE = rules.Rule(
+    rule=f"{_INT32}.all(k, !(k in self) || {_INT32_FITS})",
+    message=f"config: a setting such as max.message.bytes {_INT32_ADVICE}",
+    message_expression=(
+        f"'config ' + {_INT32}.filter(k, k in self && !({_INT32_FITS}))[0] + "
+        f"{rules.cel_string(' ' + _INT32_ADVICE)}"
+    ),
+    check=lambda config: not _out_of_range(config),
+    explain=lambda config: f"config {_out_of_range(config)[0]} {_INT32_ADVICE}",
+)
+
 VALUE_RULES: tuple[rules.Rule, ...] = (
     *(_kind_rule(kind) for kind in ("integer", "number", "boolean", "string")),
+    INT32_RANGE_RULE,
     *(_choice_rule(key) for key in KEYS if key.kind == "choice"),
 )
 

@@ -73,7 +73,7 @@ class TopicSpec(objects.WireModel):
         description="Name of the topic in Kafka. Defaults to metadata.name. Cannot change, and "
         "cannot be added or removed, after creation.",
     )
-    partitions: Annotated[int, Field(ge=1), PARTITIONS_GROW_ONLY] = Field(
+    partitions: Annotated[fields.Partitions, PARTITIONS_GROW_ONLY] = Field(
         description="Number of partitions. Can grow, never shrink (Kafka cannot remove "
         "partitions; growing remaps keys to partitions).",
     )
@@ -103,8 +103,12 @@ class TopicStatus(conditions.Status):
         description="Kafka's id of the topic (a UUID, base64 as Kafka prints it); "
         "a new id means the topic was deleted and created again.",
     )
-    partitions: int | None = Field(default=None, description="Current number of partitions.")
-    replication_factor: int | None = Field(default=None, description="Current replication factor.")
+    partitions: fields.Count32 | None = Field(
+        default=None, description="Current number of partitions."
+    )
+    replication_factor: Annotated[int, Field(ge=0, le=MAX_REPLICATION_FACTOR)] | None = Field(
+        default=None, description="Current replication factor."
+    )
     config: dict[str, str] | None = Field(
         default=None,
         description="The topic configs Kafka reports as set on the topic (not broker defaults).",
