@@ -30,3 +30,8 @@ RESYNCS = Counter("rillet_resyncs_total", "Completed passes of the periodic resy
 RESYNC_SECONDS = Histogram(
     "rillet_resync_duration_seconds", "Time of one resync pass over every object."
 )
+LEADING = Gauge(
+    "rillet_leader",
+    "1 while this replica reconciles (it holds the Lease, or runs without leader election), 0 "
+    "while it stands by.",
+)

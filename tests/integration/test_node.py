@@ -7,11 +7,12 @@ Test plan:
   Deployment, and that pod (with the chart's ServiceAccount, nothing else watching the
   namespace) reconciles a Topic to Ready in Kafka;
 - both pods are admitted and run in namespaces that enforce the `restricted` Pod Security level;
-- the chart's two replicas elect a leader by Lease: only it reconciles, the other stands by. The
-  leader's process is SIGKILLed (no chance to release the Lease) and a Topic changed at once:
-  the standby takes over and the change is in Kafka within 15 s, applied once (one Event); the
-  killed replica comes back as a standby. `helm upgrade` then rolls both pods and the new ones
-  reconcile;
+- the chart's two replicas elect a leader by Lease: only it reconciles, the other stands by
+  (`rillet_leader` 1 on the leader's metrics, 0 on the standby's). The leader's pod is lost as on
+  a node crash (process SIGKILLed, no chance to release the Lease; pod force-deleted) and a
+  Topic changed at once: the standby takes over and the change is in Kafka within 15 s, applied
+  once (one Event); the replacement pod stands by. `helm upgrade` then rolls both pods and the
+  new ones reconcile;
 - a PVC of the default StorageClass binds, and data written by one pod is read back by the next;
 - cluster DNS resolves Service names from pods.
 (That `rillet dev down` leaves nothing behind is checked when the session's stack goes down:
@@ -29,6 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -40,6 +42,7 @@ from .conftest import Kube
 from .kafka_reads import kafka_overrides
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
+from .scraping import value
 from .test_chart import CHART, helm
 
 RESTRICTED = {
@@ -235,8 +238,18 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         assert pods[0]["spec"]["serviceAccountName"] == "rillet-operator"
 
         operator_pod = pods[0]["metadata"]["name"]
-        before = kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout
-        assert f"namespaces {watched}" in before  # it watches exactly this namespace
+        # Ready as soon as it answers its probe, which it does while it takes the Lease too: the
+        # start-up line follows within seconds. It watches exactly this namespace.
+        before = wait_for(
+            lambda: (
+                log
+                if f"namespaces {watched}"
+                in (log := kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout)
+                else None
+            ),
+            timeout=60,
+            what="the operator pod to start reconciling",
+        )
         assert "reconcile_topic" not in before
         name = f"pod-made-{uuid.uuid4().hex[:8]}"
         apply(kube, topic(name, watched, partitions=3, deletionPolicy="Delete"))
@@ -297,6 +310,12 @@ def _operator_process(pod: str) -> int:
     raise AssertionError(f"no operator process of pod {pod} on this host")
 
 
+def _leading(kube: Kube, namespace: str, pod: str) -> float:
+    """`rillet_leader` as the pod serves it, scraped over the pod network as Prometheus would."""
+    ip = get(kube, "pod", pod, namespace)["status"]["podIP"]
+    return value(httpx.get(f"http://{ip}:8080/metrics", timeout=10).text, "rillet_leader")
+
+
 def _config_changes(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     return [e for e in events(kube, namespace, name) if e["reason"] == "ConfigChanged"]
 
@@ -331,6 +350,9 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
         standby_log = kube.kubectl("logs", "-n", restricted_namespace, standby).stdout
         assert f"standing by: lease {restricted_namespace}/{LEASE} held by {leader}" in standby_log
         assert "reconcile_topic" not in standby_log  # only the leader reconciles
+        # Both are scrape targets that are up; the metric tells which one leads.
+        assert _leading(kube, restricted_namespace, leader) == 1
+        assert _leading(kube, restricted_namespace, standby) == 0
 
         # The leader's pod is lost as on a node crash: its process SIGKILLed (no chance to
         # release the Lease) and the pod force-deleted, so no restarted container of the same

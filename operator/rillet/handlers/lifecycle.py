@@ -10,7 +10,6 @@ import logging
 from typing import Any
 
 import kopf
-import prometheus_client
 
 from rillet.handlers import (
     appreconciling,
@@ -100,8 +99,6 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     # `rillet operator run` gives one holding kopf's stop flag; elsewhere only the probe tells.
     memo.supervisor = memo.get("supervisor") or supervision.Supervisor(stop=None)
     memo.supervisor.watch(memo.tasks)
-    if operator.metrics_port:
-        prometheus_client.start_http_server(operator.metrics_port, addr="0.0.0.0")
     logging.getLogger(__name__).info(
         "Rillet operator started: Kafka %s, namespaces %s, resync every %ss, Apps scaled every %ss",
         kafka.bootstrap,

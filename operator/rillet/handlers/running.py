@@ -3,8 +3,10 @@
 Before kopf starts, a replica stands by: it waits until the apiserver serves Rillet's kinds
 (k8s/serving.py says why kopf alone can miss CRDs created after it started), then, with leader
 election on, until it holds the Lease. Meanwhile its health endpoint answers, so the Deployment
-neither restarts a standby nor holds back a rollout for it. Once leading it runs kopf, renewing
-the Lease from a thread; a clean stop releases it, so a standby takes over within a second.
+neither restarts a standby nor holds back a rollout for it, and its metrics are served, with
+`rillet_leader` 0 (a standby is a scrape target that is up, not one that is down). Once
+leading it runs kopf, renewing the Lease from a thread; a clean stop releases it, so a standby
+takes over within a second.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import kopf
+import prometheus_client
 
+from rillet import metrics
 from rillet.api.v1alpha1 import kinds, objects
 from rillet.handlers.supervision import Supervisor
 from rillet.k8s import serving
@@ -32,6 +36,9 @@ log = logging.getLogger(__name__)
 def run(settings: OperatorSettings) -> str | None:
     """Run until stopped (SIGTERM, SIGINT); what stopped it, if not a signal."""
     elector = None
+    if settings.metrics_port:  # a standby is scraped too: it says it stands by, not "down"
+        prometheus_client.start_http_server(settings.metrics_port, addr="0.0.0.0")
+    metrics.LEADING.set(0)
     with _standing_by(settings.health_port):
         plurals = [kind.kind_info.plural for kind in kinds.ALL]
         serving.wait_until_served(objects.GROUP, objects.VERSION, plurals)
@@ -42,6 +49,7 @@ def run(settings: OperatorSettings) -> str | None:
             elector.acquire()
     if elector is not None:
         elector.keep(on_lost=_exit_at_once)
+    metrics.LEADING.set(1)
     stop = asyncio.Event()
     supervisor = Supervisor(stop)
     health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
