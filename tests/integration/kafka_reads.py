@@ -5,6 +5,8 @@ from __future__ import annotations
 from confluent_kafka import KafkaError, KafkaException, TopicCollection
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 
+from .polling import wait_for
+
 
 def kafka_partitions(admin: AdminClient, name: str) -> int | None:
     topics = admin.list_topics(timeout=10).topics
@@ -36,3 +38,12 @@ def kafka_replication_factors(admin: AdminClient, name: str) -> set[int]:
     """The number of replicas of each partition (from the cluster metadata), as a set."""
     topic = admin.list_topics(timeout=10).topics[name]
     return {len(partition.replicas) for partition in topic.partitions.values()}
+
+
+def wait_kafka_topic_gone(admin: AdminClient, name: str, *, timeout: float = 60) -> None:
+    """Wait until Kafka no longer lists topic `name` (an operator deleting it)."""
+    wait_for(
+        lambda: name not in admin.list_topics(timeout=10).topics,
+        timeout=timeout,
+        what=f"the operator to delete Kafka topic {name}",
+    )

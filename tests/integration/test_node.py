@@ -39,7 +39,7 @@ from rillet.devstack import node as devnode
 from rillet.devstack import stack as devstack
 
 from .conftest import Kube
-from .kafka_reads import kafka_overrides
+from .kafka_reads import kafka_overrides, wait_kafka_topic_gone
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
 from .scraping import value
@@ -261,11 +261,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         after = kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout
         assert "Handler 'reconcile_topic' succeeded" in after
         kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s")
-        wait_for(
-            lambda: name not in kafka_admin.list_topics(timeout=10).topics,
-            timeout=60,
-            what=f"the pod to delete Kafka topic {name}",
-        )
+        wait_kafka_topic_gone(kafka_admin, name)
     finally:
         helm(kube, "uninstall", "rillet", "--namespace", restricted_namespace, "--wait")
         kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
@@ -436,11 +432,7 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
     finally:
         try:
             kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s", check=False)
-            wait_for(
-                lambda: name not in kafka_admin.list_topics(timeout=10).topics,
-                timeout=60,
-                what=f"the operator to delete Kafka topic {name}",
-            )
+            wait_kafka_topic_gone(kafka_admin, name)
         finally:
             helm(kube, "uninstall", "rillet", "--namespace", restricted_namespace, "--wait")
             kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)

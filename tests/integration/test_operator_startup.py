@@ -25,6 +25,7 @@ from rillet.devstack import stack as devstack
 from rillet.devstack.operating import OperatorProcess
 
 from .conftest import REPO, Kube
+from .kafka_reads import wait_kafka_topic_gone
 from .objects import apply, wait_condition
 from .polling import wait_for
 
@@ -91,9 +92,5 @@ def test_an_operator_started_before_its_crds_reconciles_once_they_are_applied(
         finally:
             with contextlib.suppress(AssertionError):
                 kube.kubectl("delete", "topic", name, "-n", "default", "--timeout=60s")
-            wait_for(
-                lambda: name not in kafka_admin.list_topics(timeout=10).topics,
-                timeout=60,
-                what=f"the operator to delete Kafka topic {name}",
-            )
+            wait_kafka_topic_gone(kafka_admin, name)
             operator.stop()
