@@ -415,6 +415,41 @@ CASES: tuple[Case, ...] = (
         app({"inputs": [app_input(topicRef=DROP, external={"topicName": "a b"})]}),
         "spec.inputs[0].external.topicName in body should match",
     ),
+    Case(
+        "app-input-table-with-event-time",
+        app(
+            {
+                "inputs": [
+                    app_input(
+                        topicRef=DROP,
+                        tableRef={"name": "counts"},
+                        eventTime={"allowedLateness": "30s"},
+                    )
+                ]
+            }
+        ),
+        "eventTime and maxOffsetsPerTrigger apply to topic inputs",
+    ),
+    Case(
+        "app-input-table-with-max-offsets",
+        app({"inputs": [app_input(topicRef=DROP, tableRef={"name": "c"}, maxOffsetsPerTrigger=9)]}),
+        "eventTime and maxOffsetsPerTrigger apply to topic inputs",
+    ),
+    Case(
+        "app-input-max-offsets-zero",
+        app({"inputs": [app_input(maxOffsetsPerTrigger=0)]}),
+        "spec.inputs[0].maxOffsetsPerTrigger: Invalid value: 0",
+    ),
+    Case(
+        "app-input-event-time-without-lateness",
+        app({"inputs": [app_input(eventTime={"column": "ts"})]}),
+        "spec.inputs[0].eventTime.allowedLateness: Required value",
+    ),
+    Case(
+        "app-input-event-time-lateness-not-duration",
+        app({"inputs": [app_input(eventTime={"allowedLateness": "30 seconds"})]}),
+        "spec.inputs[0].eventTime.allowedLateness in body should match",
+    ),
     # --- App: pipeline
     Case(
         "app-pipeline-both",
@@ -462,6 +497,32 @@ CASES: tuple[Case, ...] = (
         "app-output-upsert-without-keys",
         app({"outputs": [app_output(mode="upsert")]}),
         "keyColumns is required for tableRef outputs and upsert mode",
+    ),
+    Case(
+        "app-output-table-with-formats",
+        app(
+            {
+                "outputs": [
+                    {"tableRef": {"name": "counts"}, "keyColumns": ["w"], "keyFormat": "json"}
+                ]
+            }
+        ),
+        "a tableRef output is encoded as its Table says",
+    ),
+    Case(
+        "app-output-string-key-of-two-columns",
+        app({"outputs": [app_output(keyColumns=["a", "b"], keyFormat="string")]}),
+        "keyFormat string or bytes holds one column",
+    ),
+    Case(
+        "app-output-bytes-value-of-all-columns",
+        app({"outputs": [app_output(valueFormat="bytes")]}),
+        "valueFormat string or bytes holds one column",
+    ),
+    Case(
+        "app-output-value-format-enum",
+        app({"outputs": [app_output(valueFormat="avro")]}),
+        'spec.outputs[0].valueFormat: Unsupported value: "avro"',
     ),
     Case(
         "app-output-mode-enum",

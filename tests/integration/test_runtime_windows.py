@@ -6,6 +6,9 @@ Test plan (events of page "a", times after 2024-01-01T00:00, lateness allowed 30
   dropped in the batch progress) and 01:20 (late but inside the watermark: counted);
 - the windowed Table holds one count per page and window, the window in the key;
 - `rillet table get` with part of a JSON key lists every window of the page.
+The tumbling App declares its lateness in the App (`eventTime`, no watermark in its SQL), the
+hopping one in its Python function (`withWatermark`): both behave the same. An `eventTime`
+column that is not a TIMESTAMP stops the App at start, naming the column and its type.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.runtime import progress, tables
@@ -47,10 +51,11 @@ spec:
       topicRef: {name: clicks}
       schema: "page STRING, ts TIMESTAMP"
       startingOffsets: earliest
+      eventTime: {column: ts, allowedLateness: 30s}
   pipeline:
     sql: |
       SELECT page, window.start AS window_start, window.end AS window_end, count(*) AS views
-      FROM clicks WATERMARK ts DELAY OF INTERVAL 30 SECONDS
+      FROM clicks
       GROUP BY page, window(ts, '1 minute')
   outputs:
     - tableRef: {name: page-views}
@@ -207,3 +212,18 @@ def test_hopping_windows_put_the_window_in_the_key_and_drop_data_beyond_the_wate
         (_at(90), 1),  # 01:40
     }
     assert all(json.loads(k) == {"page": "a", "window": v["window"]} for k, v in found.items())
+
+
+def test_an_event_time_column_that_is_not_a_timestamp_stops_the_app_at_start(
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
+) -> None:
+    documents = rt.load_manifests(TUMBLING.replace("column: ts", "column: page"))
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(kafka_admin, [NewTopic(topics["clicks"], 1, 1)])
+    spec = rt.build_spec(documents, bootstrap=kafka_bootstrap, checkpoint=tmp_path / "ck")
+
+    with pytest.raises(
+        ValueError,
+        match=r"^input clicks: eventTime\.column page is string of its view: name a TIMESTAMP",
+    ):
+        rt.start_app(spec)

@@ -6,6 +6,8 @@ Test plan:
 - shuffle partitions come from sparkConf, else the output Tables, else the input Topics;
 - missing Topics and Tables are all named at once; a file with several Apps needs --app;
 - the Spark conf turns on RocksDB with changelog checkpointing, and the App's sparkConf wins;
+- event time, maxOffsetsPerTrigger and output formats reach the run spec; topic outputs
+  default to a string key and a JSON value;
 - the run spec survives JSON (how the operator hands it to the driver).
 """
 
@@ -211,3 +213,47 @@ def test_objects_of_other_api_groups_are_ignored() -> None:
     )
 
     assert spec.app == "wordcount"
+
+
+def test_event_time_max_offsets_and_output_formats_reach_the_run_spec() -> None:
+    documents = _documents("wordcount.yaml")
+    app = documents[-1]["spec"]
+    app["inputs"][0] |= {
+        "eventTime": {"column": "timestamp", "allowedLateness": "1m30s"},
+        "maxOffsetsPerTrigger": 5000,
+    }
+    app["outputs"].append(
+        {
+            "topicRef": {"name": "sentences"},
+            "keyColumns": ["word"],
+            "keyFormat": "json",
+            "valueColumns": ["word"],
+            "valueFormat": "string",
+        }
+    )
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
+    )
+
+    assert spec.inputs[0].event_time == apprun.EventTimeSpec(
+        column="timestamp", allowed_lateness_ms=90_000
+    )
+    assert spec.inputs[0].max_offsets_per_trigger == 5000
+    written = spec.outputs[-1]
+    assert (written.key_format, written.value_format) == ("json", "string")
+
+
+def test_topic_outputs_default_to_a_string_key_and_a_json_value() -> None:
+    documents = _documents("wordcount.yaml")
+    documents[-1]["spec"]["outputs"].append(
+        {"topicRef": {"name": "sentences"}, "keyColumns": ["word"]}
+    )
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
+    )
+
+    assert (spec.outputs[-1].key_format, spec.outputs[-1].value_format) == ("string", "json")
+    assert spec.inputs[0].event_time is None
+    assert spec.inputs[0].max_offsets_per_trigger is None

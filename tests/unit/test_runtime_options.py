@@ -2,7 +2,8 @@
 
 Test plan:
 - the stream reader subscribes to the input's topic from its starting offsets, with the App's
-  Kafka settings prefixed for Spark and maxOffsetsPerTrigger only when set;
+  Kafka settings prefixed for Spark, and maxOffsetsPerTrigger only when the input or the
+  command line sets it (the command line wins);
 - a Table is read as a batch from earliest to latest;
 - triggers map to DataStreamWriter.trigger arguments; upserts use Spark's update mode.
 """
@@ -48,8 +49,20 @@ def test_stream_reader_subscribes_from_the_starting_offsets() -> None:
         "kafka.max.partition.fetch.bytes": "8388608",
         "kafka.max.poll.records": "10000",
     }
-    limited = options.stream_reader_options(_spec(max_offsets_per_trigger=500), INPUT)
+
+
+def test_max_offsets_per_trigger_is_the_inputs_unless_the_command_line_overrides_it() -> None:
+    own = INPUT.model_copy(update={"max_offsets_per_trigger": 2000})
+
+    assert options.stream_reader_options(_spec(), own)["maxOffsetsPerTrigger"] == "2000"
+    limited = options.stream_reader_options(_spec(max_offsets_per_trigger=500), own)
     assert limited["maxOffsetsPerTrigger"] == "500"
+    assert (
+        options.stream_reader_options(_spec(max_offsets_per_trigger=500), INPUT)[
+            "maxOffsetsPerTrigger"
+        ]
+        == "500"
+    )
 
 
 def test_the_apps_kafka_config_wins_over_the_source_defaults() -> None:

@@ -49,6 +49,13 @@ class WindowSpec(_Frozen):
     expiry_ms: int
 
 
+class EventTimeSpec(_Frozen):
+    """An input's event-time column and allowed lateness (Spark's watermark delay)."""
+
+    column: str
+    allowed_lateness_ms: int
+
+
 class InputSpec(_Frozen):
     """One view of the pipeline: a Kafka topic read as a stream, or a Table read as its state."""
 
@@ -62,6 +69,12 @@ class InputSpec(_Frozen):
     window: WindowSpec | None = None
     broadcast: bool = Field(default=False, description="A global Table: broadcast in joins.")
     partitions: int | None = Field(default=None, description="Partitions, when known.")
+    event_time: EventTimeSpec | None = Field(
+        default=None, description="Where the watermark comes from (topic inputs)."
+    )
+    max_offsets_per_trigger: int | None = Field(
+        default=None, description="Most records a micro-batch reads from this input."
+    )
 
 
 class OutputSpec(_Frozen):
@@ -197,6 +210,16 @@ def build_input(
         value_schema=item.schema_,
         starting_offsets=item.starting_offsets,
         partitions=partitions,
+        event_time=_event_time(item.event_time),
+        max_offsets_per_trigger=item.max_offsets_per_trigger,
+    )
+
+
+def _event_time(event_time: apps.EventTime | None) -> EventTimeSpec | None:
+    if event_time is None:
+        return None
+    return EventTimeSpec(
+        column=event_time.column, allowed_lateness_ms=_ms(event_time.allowed_lateness)
     )
 
 
@@ -258,7 +281,8 @@ def build_output(
         key_columns=keys,
         value_columns=values,
         mode=item.mode or "append",
-        key_format=_key_format("string", keys, windowed=False),
+        key_format=_key_format(item.key_format or "string", keys, windowed=False),
+        value_format=item.value_format or "json",
     )
 
 

@@ -122,7 +122,12 @@ ConfOption = Annotated[
 AvailableNowOption = Annotated[
     bool, typer.Option(help="Process what the inputs hold now, then stop.")
 ]
-MaxOffsetsOption = Annotated[int | None, typer.Option(min=1, help="Most records per micro-batch.")]
+MaxOffsetsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1, help="Most records a micro-batch reads from each input (overrides the App's)."
+    ),
+]
 
 
 def run_app(

@@ -43,8 +43,10 @@ def stream_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[
         "subscribe": item.topic,
         "startingOffsets": item.starting_offsets,
     }
-    if spec.max_offsets_per_trigger is not None:
-        options["maxOffsetsPerTrigger"] = str(spec.max_offsets_per_trigger)
+    # `rillet run --max-offsets-per-trigger` overrides every input's own, as other flags do.
+    limit = spec.max_offsets_per_trigger or item.max_offsets_per_trigger
+    if limit is not None:
+        options["maxOffsetsPerTrigger"] = str(limit)
     return options
 
 

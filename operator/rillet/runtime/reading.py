@@ -4,6 +4,7 @@ A topic input is a stream read by Spark's Kafka source. A json input is parsed w
 schema; records that do not parse are split off: with a dead-letter topic they become the
 `bad_records` stream, written there by a query of their own; without one, the first such record
 stops the App with its coordinates (the API's promise: "absent: a failure stops the App").
+An input with `eventTime` gets Spark's watermark on that column, so the SQL needs none.
 
 A Table input is its latest state: the changelog topic read as a batch up to its latest offsets,
 the last record per key kept (by offset within a partition, then by timestamp), tombstones
@@ -48,7 +49,8 @@ def read_inputs(spark: SparkSession, spec: apprun.RunSpec) -> Inputs:
         if item.kind == "table":
             views[item.name] = read_table(spark, spec, item)
         else:
-            views[item.name], bad_records = read_topic(spark, spec, item)
+            view, bad_records = read_topic(spark, spec, item)
+            views[item.name] = with_event_time(view, item)
             if bad_records is not None:
                 bad[item.name] = bad_records
         views[item.name].createOrReplaceTempView(item.name)
@@ -73,6 +75,22 @@ def read_topic(
         return parsed.where(records.fail_on_error_expr(app=spec.app)).selectExpr(*view_exprs), None
     good = parsed.where(f"{records.ERROR} IS NULL").selectExpr(*view_exprs)
     return good, parsed.where(f"{records.ERROR} IS NOT NULL")
+
+
+def with_event_time(view: DataFrame, item: apprun.InputSpec) -> DataFrame:
+    """The view with Spark's watermark on the input's event-time column, when it has one."""
+    if item.event_time is None:
+        return view
+    column = item.event_time.column
+    types = dict(view.dtypes)
+    if types.get(column) != "timestamp":
+        found = f"is {types[column]}" if column in types else "is not a column"
+        raise ValueError(
+            f"input {item.name}: eventTime.column {column} {found} of its view: name a TIMESTAMP "
+            f"column (the view's columns: {', '.join(f'{c} {t}' for c, t in types.items())})"
+        )
+    delay = f"{item.event_time.allowed_lateness_ms} milliseconds"
+    return view.withWatermark(records.quote(column), delay)
 
 
 def read_table(spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec) -> DataFrame:

@@ -70,6 +70,7 @@ MAX_EXECUTORS = appspecs.MAX_EXECUTORS
 StartingOffsets = appspecs.StartingOffsets
 OutputMode = appspecs.OutputMode
 ExternalTopic = appspecs.ExternalTopic
+EventTime = appspecs.EventTime
 Input = appspecs.Input
 PythonPipeline = appspecs.PythonPipeline
 Pipeline = appspecs.Pipeline

@@ -26,6 +26,26 @@ class ExternalTopic(objects.WireModel):
     topic_name: fields.KafkaTopicName = Field(description="Name of the topic in Kafka.")
 
 
+class EventTime(objects.WireModel):
+    """Which column holds an input's event time, and how late its records may still count.
+
+    The runtime sets Spark's watermark on the input from it: the latest event time seen, less
+    allowedLateness. Stateful operators (windows, aggregations, stream-stream joins) drop
+    records older than the watermark and count them in rillet_late_rows_dropped_total; a window
+    is final, and its state freed, once the watermark passes its end.
+    """
+
+    column: fields.ColumnName = Field(
+        default="timestamp",
+        description="A TIMESTAMP column of the input's view: a column of its schema, or "
+        "timestamp (the time of the Kafka record, the default).",
+    )
+    allowed_lateness: fields.Duration = Field(
+        description="How far behind the latest event time seen a record may be and still "
+        "count, e.g. 30s or 5m (0s: no late records).",
+    )
+
+
 class Input(objects.WireModel):
     """A Kafka topic or Table the pipeline reads, exposed to it as a view named `name`.
 
@@ -60,6 +80,15 @@ class Input(objects.WireModel):
             field_path=".schema",
             check=lambda i: i.schema_ is None or i.format in {None, "json"},
         ),
+        rules.Rule(
+            rule="!has(self.tableRef) || (!has(self.eventTime) && !has(self.maxOffsetsPerTrigger))",
+            message="eventTime and maxOffsetsPerTrigger apply to topic inputs (a tableRef input "
+            "is read whole, as the Table's latest values): remove them from this input",
+            field_path=".tableRef",
+            check=lambda i: (
+                i.table_ref is None or (i.event_time is None and i.max_offsets_per_trigger is None)
+            ),
+        ),
     )
 
     name: fields.SqlIdentifier = Field(
@@ -93,6 +122,18 @@ class Input(objects.WireModel):
         default="latest",
         description="Where a new App starts reading: earliest or latest. Ignored once the "
         "checkpoint holds offsets.",
+    )
+    event_time: EventTime | None = Field(
+        default=None,
+        description="The input's event-time column and allowed lateness: the runtime sets the "
+        "watermark from them, so the pipeline's SQL needs none.",
+    )
+    max_offsets_per_trigger: Annotated[int, Field(ge=1, le=fields.INT64_SCHEMA_MAX)] | None = Field(
+        default=None,
+        description="Most records a micro-batch reads from this input, spread over its "
+        "partitions by lag: a backlog is worked off in batches of this size (steady "
+        "latency, work for executors added meanwhile) instead of one batch of it all. "
+        "Absent: all that is available.",
     )
 
 
@@ -153,6 +194,31 @@ class Output(objects.WireModel):
             reason="FieldValueRequired",
             check=lambda o: (o.table_ref is None and o.mode != "upsert") or bool(o.key_columns),
         ),
+        rules.Rule(
+            rule="!has(self.tableRef) || (!has(self.keyFormat) && !has(self.valueFormat))",
+            message="a tableRef output is encoded as its Table says: remove keyFormat and "
+            "valueFormat here and set the Table's keyFormat and valueFormat",
+            field_path=".tableRef",
+            check=lambda o: (
+                o.table_ref is None or (o.key_format is None and o.value_format is None)
+            ),
+        ),
+        rules.Rule(
+            rule="!has(self.keyFormat) || self.keyFormat == 'json' || "
+            "(has(self.keyColumns) && self.keyColumns.size() == 1)",
+            message="keyFormat string or bytes holds one column: list exactly one keyColumn, or "
+            "use keyFormat json",
+            field_path=".keyFormat",
+            check=lambda o: o.key_format in {None, "json"} or len(o.key_columns or ()) == 1,
+        ),
+        rules.Rule(
+            rule="!has(self.valueFormat) || self.valueFormat == 'json' || "
+            "(has(self.valueColumns) && self.valueColumns.size() == 1)",
+            message="valueFormat string or bytes holds one column: list exactly one "
+            "valueColumn, or use valueFormat json",
+            field_path=".valueFormat",
+            check=lambda o: o.value_format in {None, "json"} or len(o.value_columns or ()) == 1,
+        ),
     )
 
     topic_ref: fields.LocalObjectReference | None = Field(
@@ -184,6 +250,18 @@ class Output(objects.WireModel):
         default=None,
         description="append: every result row is a record; upsert: only the latest row per key "
         "counts (aggregations). Defaults to append for Topics, upsert for Tables.",
+    )
+    key_format: fields.Format | None = Field(
+        default=None,
+        description="How a topicRef output's record key is written: string (the default for "
+        "one key column), bytes (one BINARY column as is) or json (always, for several key "
+        "columns). A tableRef output uses the Table's keyFormat.",
+    )
+    value_format: fields.Format | None = Field(
+        default=None,
+        description="How a topicRef output's record value is written: json (the default), or "
+        "string or bytes for a single valueColumn. A tableRef output uses the Table's "
+        "valueFormat.",
     )
 
 
