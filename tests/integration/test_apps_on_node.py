@@ -10,7 +10,10 @@ Test plan:
   from its checkpoint and the Table is still exact;
 - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
   its checkpoint (the Table exact: nothing lost, nothing counted twice);
-- a pipeline that fails at run time: the App is Stalled, with the error's last line.
+- a pipeline that fails at run time: the App is Stalled, with the error's last line;
+- the checkpoint volume deleted while the App is suspended: on resume the App is Stalled
+  (CheckpointLost) and its Table is untouched; with checkpoint.onLoss Recompute the Table equals
+  the ground truth again (the input holds its whole history).
 """
 
 from __future__ import annotations
@@ -320,3 +323,49 @@ def test_a_failing_pipeline_is_stalled_with_its_error(
     assert found["reason"] == "DriverCrashLooping"
     assert "bad line: " in found["message"]
     assert "\n" not in found["message"].strip()
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_deleted_checkpoint_volume_stalls_the_app_until_the_user_chooses(
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    runtime_image: str,
+    kafka_bootstrap: str,
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    truth = produce_lines(kafka_bootstrap, lines, 10_000, seed=8)
+    wait_table(kafka_bootstrap, counts, truth, timeout=480)
+    _suspend(kube, app, namespace, True)
+    wait_for(
+        lambda: not pods(kube, namespace, "driver") and not pods(kube, namespace, "executor"),
+        timeout=180,
+        interval=2,
+        what="the suspended App's pods gone",
+    )
+    claims = kube.kubectl("get", "pvc", "-n", namespace, "-o", "name").stdout.split()
+    assert len(claims) == 1, claims
+    kube.kubectl("delete", *claims, "-n", namespace, "--wait=true", "--timeout=120s")
+    truth += produce_lines(kafka_bootstrap, lines, 5_000, seed=9)
+    before = tables.read_changelog(bootstrap_servers=kafka_bootstrap, topic=counts, timeout=60)
+
+    _suspend(kube, app, namespace, False)
+
+    def stalled() -> dict[str, Any] | None:
+        found = condition(get(kube, "app", app, namespace), "Stalled")
+        return found if found.get("status") == "True" else None
+
+    found = wait_for(stalled, timeout=300, interval=3, what=f"App {app} Stalled")
+    assert found["reason"] == "CheckpointLost", found
+    assert f"records in topic {counts}); nothing was started" in found["message"]
+    assert tables.read_changelog(bootstrap_servers=kafka_bootstrap, topic=counts) == before
+
+    patch = json.dumps({"spec": {"checkpoint": {"onLoss": "Recompute"}}})
+    kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
+    wait_table(kafka_bootstrap, counts, truth, timeout=480)

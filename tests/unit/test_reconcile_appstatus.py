@@ -2,8 +2,8 @@
 
 Test plan:
 - each standing, table-tested: phase, the (Ready, Reconciling, Stalled) statuses and reason,
-  in priority order (suspend, spec, references, co-partitioning, image, crash loop, starting,
-  failing batches, running);
+  in priority order (suspend, spec, references, co-partitioning, image, lost checkpoint, crash
+  loop, starting, failing batches, running);
 - messages name the missing and unready objects, and a crash loop's message is the last line of
   the driver's error (not Spark's shutdown log lines after it);
 - Ready is True only while the driver runs and its batches succeed;
@@ -26,6 +26,7 @@ from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputO
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING_DRIVER = DriverObservation(phase="Running", ready=True)
+LOST = "the checkpoint holds no offsets for table-counts (12 records in topic counts); restore it"
 INPUTS = (
     InputObservation(name="clicks", topic="clicks", partitions=6, lag=1200),
     InputObservation(name="views", topic="team.views", partitions=3, lag=30),
@@ -127,6 +128,19 @@ def _statuses(status: dict[str, Any]) -> tuple[str, ...]:
             "DriverCrashLooping",
         ),
         (
+            {
+                "driver": DriverObservation(
+                    phase="Running",
+                    restart_count=1,
+                    last_exit_code=1,
+                    last_message=f"{appstatus.CHECKPOINT_LOST_ERROR}{LOST}",
+                )
+            },
+            "Failed",
+            ("False", "False", "True"),
+            "CheckpointLost",
+        ),
+        (
             {"batch_error": "Kafka broker unreachable"},
             "Running",
             ("False", "True", "False"),
@@ -205,6 +219,23 @@ def test_crash_loop_without_a_message_counts_the_restarts() -> None:
     message = appstatus.derive_standing(_observe(driver=driver)).verdict.message
 
     assert message == "the driver exited (exit code 137) 5 times; see its logs"
+
+
+def test_a_lost_checkpoint_stalls_from_the_first_exit_until_the_driver_runs() -> None:
+    refused = DriverObservation(
+        phase="Running",
+        restart_count=1,
+        last_exit_code=1,
+        last_message=f"{appstatus.CHECKPOINT_LOST_ERROR}{LOST}\n",
+    )
+    running_again = DriverObservation(
+        phase="Running", ready=True, restart_count=2, last_message=refused.last_message
+    )
+
+    stalled = appstatus.derive_standing(_observe(driver=refused)).verdict
+
+    assert (stalled.reason, stalled.message) == ("CheckpointLost", LOST)
+    assert appstatus.derive_standing(_observe(driver=running_again)).verdict.reason == "Running"
 
 
 def test_a_restarting_driver_says_why_it_restarts() -> None:

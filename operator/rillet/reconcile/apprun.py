@@ -119,6 +119,9 @@ class RunSpec(_Frozen):
         description="Extra Kafka client settings (security), for Spark and confluent-kafka.",
     )
     checkpoint_location: str
+    checkpoint_on_loss: apps.CheckpointLossPolicy = Field(
+        default="Stall", description="What the driver does when a Table's checkpoint is lost."
+    )
     inputs: tuple[InputSpec, ...]
     pipeline: PipelineSpec
     outputs: tuple[OutputSpec, ...]
@@ -339,9 +342,11 @@ def build_run_spec(
         raise UnresolvedError(problems)
     spec, name = app.spec, str(app.metadata.name)
     namespace = namespace or app.metadata.namespace or DEFAULT_NAMESPACE
-    location = spec.checkpoint.location if spec.checkpoint else checkpoint_location
+    location = (spec.checkpoint and spec.checkpoint.location) or checkpoint_location
     if location is None:
-        raise UnresolvedError([f"App {name}: no checkpoint location (set spec.checkpoint)"])
+        raise UnresolvedError(
+            [f"App {name}: no checkpoint location (set spec.checkpoint.location)"]
+        )
     inputs = tuple(
         build_input(i, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
         for i in spec.inputs
@@ -359,6 +364,7 @@ def build_run_spec(
         bootstrap_servers=bootstrap_servers,
         kafka_config=dict(kafka_config or {}),
         checkpoint_location=location,
+        checkpoint_on_loss=spec.checkpoint.on_loss if spec.checkpoint else "Stall",
         inputs=inputs,
         pipeline=PipelineSpec(
             sql=spec.pipeline.sql,

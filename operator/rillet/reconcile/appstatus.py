@@ -10,6 +10,8 @@ Where an App stands, first match wins:
 - a referenced Topic or Table missing or not Ready: Pending, Reconciling (WaitingForTopics);
 - inputs not co-partitioned: Failed, Stalled (TopicsNotCoPartitioned);
 - the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
+- the driver refusing to start over a lost Table checkpoint: Failed, Stalled (CheckpointLost,
+  with the choices it names), from its first exit on;
 - the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
 - the driver not ready yet: Pending, Reconciling (DriverStarting);
 - the driver reporting failing batches: Running, Reconciling (BatchesFailing);
@@ -32,6 +34,9 @@ TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
 INVALID_SPEC: Final = "InvalidSpec"
 DRIVER_STARTING: Final = "DriverStarting"
 DRIVER_CRASH_LOOPING: Final = "DriverCrashLooping"
+CHECKPOINT_LOST: Final = "CheckpointLost"
+# How the driver's termination message starts when it refused to start (runtime.checkpoints).
+CHECKPOINT_LOST_ERROR: Final = "CheckpointLostError: "
 DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
 BATCHES_FAILING: Final = "BatchesFailing"
 RUNNING: Final = "Running"
@@ -153,6 +158,10 @@ def _driver_standing(driver: DriverObservation | None) -> Standing | None:
             f"{driver.waiting_reason}: {driver.waiting_message or 'the image cannot be pulled'}"
         )
         return Standing("Failed", statuses.Verdict("stalled", DRIVER_IMAGE_UNAVAILABLE, message))
+    running = driver.phase == "Running" and driver.ready
+    if not running and (driver.last_message or "").startswith(CHECKPOINT_LOST_ERROR):
+        message = (driver.last_message or "").removeprefix(CHECKPOINT_LOST_ERROR).strip()
+        return Standing("Failed", statuses.Verdict("stalled", CHECKPOINT_LOST, message))
     if driver.waiting_reason == "CrashLoopBackOff":
         verdict = statuses.Verdict("stalled", DRIVER_CRASH_LOOPING, _crash_message(driver))
         return Standing("Failed", verdict)

@@ -176,7 +176,7 @@ def run_app(
         overrides["max_offsets_per_trigger"] = max_offsets_per_trigger
     spec = spec.model_copy(update=overrides)
 
-    from rillet.runtime import driving  # pyspark lives here: imported only to run
+    from rillet.runtime import checkpoints, driving  # pyspark lives here: imported only to run
 
     options = driving.RunOptions(
         master=master,
@@ -195,7 +195,7 @@ def run_app(
     )
     try:
         driving.run(spec, options)
-    except driving.QueryFailedError as error:
+    except (driving.QueryFailedError, checkpoints.CheckpointLostError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=1) from None
 

@@ -25,6 +25,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.reconcile import apprun
 from rillet.runtime import (
+    checkpoints,
     committing,
     listening,
     metrics,
@@ -98,7 +99,9 @@ class Driver:
         return frames, inputs.bad_records
 
     def start(self) -> None:
-        """Start every query of the App (nothing is started if the plan does not fit)."""
+        """Start every query of the App (nothing is started if the plan does not fit, or if a
+        Table's checkpoint is lost: see `checkpoints`)."""
+        self.spec = checkpoints.guard(self.spark, self.spec)
         frames, bad_records = self.plan()
         names = [options.query_name(self.spec, output.id) for output, _ in frames] + [
             options.query_name(self.spec, writing.dead_letter_query_name(item))

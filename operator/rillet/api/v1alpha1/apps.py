@@ -79,6 +79,7 @@ Scaling = appspecs.Scaling
 DriverResources = appspecs.DriverResources
 ExecutorResources = appspecs.ExecutorResources
 Checkpoint = appspecs.Checkpoint
+CheckpointLossPolicy = appspecs.CheckpointLossPolicy
 Trigger = appspecs.Trigger
 DeadLetter = appspecs.DeadLetter
 

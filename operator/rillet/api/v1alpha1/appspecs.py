@@ -326,14 +326,30 @@ class ExecutorResources(objects.WireModel):
     )
 
 
-class Checkpoint(objects.WireModel):
-    """Where Spark keeps the App's offsets and state between restarts."""
+CheckpointLossPolicy = Literal["Stall", "Recompute", "StartFresh"]
 
-    location: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
+
+class Checkpoint(objects.WireModel):
+    """Where Spark keeps the App's offsets and state between restarts, and what to do if it is
+    lost."""
+
+    location: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None,
         description="A directory: a path on the App's checkpoint volume (relative to it, e.g. "
         "clicks/v2), or a URL with a scheme such as s3a://bucket/apps/clicks, hdfs://, gs:// or "
-        "abfs:// (then the App gets no volume). Changing it restarts the App from "
-        "startingOffsets with empty state.",
+        "abfs:// (then the App gets no volume). Absent: the App's name on its volume. Changing "
+        "it restarts the App from startingOffsets with empty state.",
+    )
+    on_loss: CheckpointLossPolicy = Field(
+        default="Stall",
+        description="When a Table output's checkpoint holds no offsets but the Table already "
+        "holds data (the volume or bucket was lost, or location changed): Stall (the default) "
+        "starts nothing and reports CheckpointLost, so a correct Table is never overwritten by "
+        "counts restarted from what the inputs still retain; restore the checkpoint, or choose: "
+        "Recompute reads every input from its earliest offset, only when the inputs still hold "
+        "their whole history (no record deleted by retention or compaction; checked at start); "
+        "StartFresh starts from startingOffsets and overwrites the Table's keys as they come. "
+        "Set it back to Stall once the App runs again.",
     )
 
 

@@ -113,7 +113,7 @@ def checkpoint_location(app: apps.App) -> str:
     remote = remote_checkpoint(app)
     if remote is not None:
         return remote
-    given = app.spec.checkpoint.location if app.spec.checkpoint else str(app.metadata.name)
+    given = (app.spec.checkpoint and app.spec.checkpoint.location) or str(app.metadata.name)
     path = given.removeprefix("file://").removeprefix("file:")
     if path == CHECKPOINT_DIR or path.startswith(CHECKPOINT_DIR + "/"):
         path = path.removeprefix(CHECKPOINT_DIR)
