@@ -7,14 +7,21 @@ Test plan (each claim checked in Kafka):
   status.writers names that App.
 - without spec.partitions or a writer, the Table waits (Reconciling, WaitingForPartitions).
 - spec.partitions different from the writer's inputs: a NotCoPartitioned warning Event.
+- `rillet table get TABLE KEY -n NS` finds the Table through the kubeconfig (its topic and key
+  format), and says which namespace has no such Table.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from .conftest import Kube
@@ -136,3 +143,34 @@ def test_partition_mismatch_with_writer_is_reported(
     )
     assert "set spec.partitions to 4" in warning[0]["message"]
     assert kafka_partitions(kafka_admin, counts) == 2
+
+
+def _table_get(kube: Kube, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`rillet table get ...` with the stack's kubeconfig, as a user's shell has it."""
+    return subprocess.run(
+        [sys.executable, "-m", "rillet.cli", "table", "get", *args, "-b", bootstrap],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
+        timeout=120,
+        check=False,
+    )
+
+
+def test_table_get_finds_the_table_through_the_cluster(
+    kube: Kube, namespace: str, kafka_bootstrap: str, unique: Unique
+) -> None:
+    name, kafka_name = unique("by-name"), unique("by-name-topic")
+    apply(kube, table(name, namespace, topicName=kafka_name, keyFormat="json"))
+    wait_condition(kube, "table", name, namespace)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":3}')
+    assert producer.flush(30) == 0
+
+    found = _table_get(kube, kafka_bootstrap, name, '{"user": "u1"}', "-n", namespace)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout) == {"user": "u1", "n": 3}  # its topic and json key, found
+
+    elsewhere = _table_get(kube, kafka_bootstrap, name, '{"user": "u1"}', "-n", "default")
+    assert elsewhere.returncode == 2
+    assert f"no Table {name} in namespace default" in elsewhere.stderr

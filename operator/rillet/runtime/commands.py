@@ -26,7 +26,7 @@ import yaml
 
 from rillet.api.v1alpha1 import fields
 from rillet.reconcile import apprun
-from rillet.runtime import tables
+from rillet.runtime import clustertables, tables
 
 JARS_ENV = "RILLET_SPARK_JARS"
 BOOTSTRAP_ENV = "RILLET_KAFKA_BOOTSTRAP"
@@ -329,6 +329,14 @@ KeyFormatOption = Annotated[
     str | None, typer.Option(help="json, string or bytes (default: from --file, else string).")
 ]
 TimeoutOption = Annotated[float, typer.Option(help="Seconds to read the topic in.")]
+TableNamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="Namespace of the Table in the cluster (default: the kubeconfig context's).",
+    ),
+]
 
 
 def table_get(
@@ -338,16 +346,25 @@ def table_get(
     file: FileOption = None,
     topic: TopicOption = None,
     key_format: KeyFormatOption = None,
+    namespace: TableNamespaceOption = None,
     timeout: TimeoutOption = 60.0,
 ) -> None:
     """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
 
-    One exact match prints its value; a partial JSON key prints `key<TAB>value` per match.
+    The Table is found in --file, else in the cluster (kubeconfig, -n), else TABLE is read as a
+    topic; --topic names the topic outright. One exact match prints its value; a partial JSON
+    key prints `key<TAB>value` per match.
     """
     try:
         declared = apprun.table_in(load_manifests(file), table) if file else None
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="--file") from None
+    if declared is None and topic is None:
+        try:
+            declared = clustertables.find_table(table, namespace)
+        except clustertables.ClusterError as error:
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(code=2) from None
     topic = topic or (apprun.topic_name(declared) if declared else table)
     fmt = _key_format(key_format or (declared.spec.key_format if declared else "string"))
     try:
