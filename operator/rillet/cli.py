@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import rich.markup
 import typer
@@ -75,6 +75,9 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=1)
 
 
+KafkaSecurityChoice = Literal["none", "sasl-ssl"]
+
+
 @dev.command("up")
 def dev_up(
     brokers: Annotated[
@@ -87,6 +90,13 @@ def dev_up(
             "--no-node: control plane and Kafka only, pods stay Pending."
         ),
     ] = True,
+    kafka_security: Annotated[
+        KafkaSecurityChoice,
+        typer.Option(
+            help="sasl-ssl: Kafka on SASL_SSL (a certificate from the stack's CA, SCRAM-SHA-512, "
+            "ACLs enforced); `rillet dev env` then prints the admin's credentials."
+        ),
+    ] = "none",
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet.devstack import stack
@@ -98,7 +108,12 @@ def dev_up(
     started = time.monotonic()
     reused = stack.running()
     try:
-        state = stack.up(brokers=brokers, with_node=node, report=_timed_step)
+        state = stack.up(
+            brokers=brokers,
+            with_node=node,
+            secured=kafka_security == "sasl-ssl",
+            report=_timed_step,
+        )
     except (MissingToolError, stack.NodeUnavailableError, PackagesUnavailableError) as error:
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:

@@ -30,6 +30,9 @@ class KafkaSettings(BaseSettings):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    ssl_ca_location: Path | None = Field(
+        default=None, description="PEM file of the CA that signed the brokers' certificates."
+    )
     request_timeout_seconds: float = Field(default=15.0, gt=0)
 
     def client_config(self) -> dict[str, Any]:
@@ -40,6 +43,8 @@ class KafkaSettings(BaseSettings):
             "socket.connection.setup.timeout.ms": 5000,
             "reconnect.backoff.max.ms": 5000,
         }
+        if self.ssl_ca_location is not None:
+            config["ssl.ca.location"] = str(self.ssl_ca_location)
         if self.sasl_mechanism:
             config["sasl.mechanism"] = self.sasl_mechanism
             config["sasl.username"] = self.sasl_username or ""

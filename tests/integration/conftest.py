@@ -68,6 +68,12 @@ def stack() -> Iterator[devstack.StackState]:
     """The stack; one this session started is stopped at the end, and must leave nothing
     behind (no process, mount, bridge, iptables chain, changed sysctl or path of its node)."""
     existing = devstack.running()
+    if existing is not None and existing.kafka_security is not None:
+        pytest.exit(
+            "the running stack's Kafka is on SASL_SSL; the suite's clients speak PLAINTEXT (its "
+            "security tests start secured brokers of their own): `rillet dev down` first",
+            returncode=2,
+        )
     # A reused stack gets the images of the sources as they are (rebuilt only if changed).
     state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
     yield state

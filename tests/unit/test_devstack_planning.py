@@ -9,7 +9,8 @@ Test plan:
 - a command's output reaches the progress callback line by line, and the log keeps all of it.
 - every Go-built artefact is in the plan, cheap ones before the Kubernetes builds; a stack
   without a worker node builds none of the node's.
-- a three-node KRaft config lists every voter and replicates internal topics three times.
+- a three-node KRaft config lists every voter and replicates internal topics three times; a
+  secured node listens on SASL_SSL with SCRAM, and its authorizer denies what no ACL allows.
 - the kubeconfig carries the server, CA and token.
 """
 
@@ -24,7 +25,7 @@ import yaml
 from rillet.devstack import provisioning, toolchain
 from rillet.devstack.commands import CommandFailedError, run_logged
 from rillet.devstack.controlplane import build_kubeconfig
-from rillet.devstack.kafka import NodePorts, build_server_properties
+from rillet.devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
 
 
 def test_missing_tools_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,6 +148,29 @@ def test_single_node_replicates_internal_topics_once() -> None:
     ports = NodePorts(broker=1, controller=2)
     text = build_server_properties(node_id=1, ports=ports, quorum={1: ports}, log_dir=Path("/d"))
     assert "offsets.topic.replication.factor=1\n" in text
+
+
+def test_a_secured_node_listens_on_sasl_ssl_and_denies_what_no_acl_allows() -> None:
+    ports = NodePorts(broker=9001, controller=9101)
+    security = KafkaSecurity(
+        ca_cert=Path("/pki/ca.crt"),
+        keystore=Path("/pki/kafka-keystore.pem"),
+        admin_user="admin",
+        admin_password="s3cret",
+    )
+    text = build_server_properties(
+        node_id=1, ports=ports, quorum={1: ports}, log_dir=Path("/d"), security=security
+    )
+    settings = dict(line.split("=", 1) for line in text.splitlines())
+
+    assert settings["listeners"] == "SASL_SSL://127.0.0.1:9001,CONTROLLER://127.0.0.1:9101"
+    assert settings["inter.broker.listener.name"] == "SASL_SSL"
+    assert settings["listener.security.protocol.map"] == "SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT"
+    assert settings["sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert settings["allow.everyone.if.no.acl.found"] == "false"
+    assert settings["authorizer.class.name"].endswith(".StandardAuthorizer")
+    assert settings["ssl.truststore.location"] == "/pki/ca.crt"
+    assert "s3cret" not in repr(security)
 
 
 def test_kubeconfig_carries_server_ca_and_token() -> None:

@@ -10,6 +10,8 @@ Test plan:
 - creates are split under Kafka's 10,000-partitions-per-request limit.
 - the oldest claim owns a topic; within one second the incumbent keeps it.
 - conditions keep their transition time while their status holds; merge patches remove keys.
+- an unreachable Kafka says what to check: credentials for a refused login, the CA for a
+  certificate, else the bootstrap servers.
 - Table changelogs: compact, or compact,delete with retention = expiry; partitions from the
   writer, with a warning on mismatch, waiting when unknown.
 """
@@ -201,6 +203,24 @@ def test_a_paused_object_keeps_only_a_true_ready(
 def test_unreachable_kafka_is_progress_not_failure() -> None:
     verdict = statuses.topic_verdict(SyncOutcome(unavailable="no broker"), kafka_name="t")
     assert (verdict.state, verdict.reason) == ("progressing", "KafkaUnavailable")
+
+
+@pytest.mark.parametrize(
+    ("reason", "advice"),
+    [
+        ("Local: Timed out", "Check the bootstrap servers"),
+        (
+            "Local: Timed out (SASL authentication error: Authentication failed during "
+            "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512)",
+            "Check the operator's Kafka credentials",
+        ),
+        ("Local: Timed out (SSL handshake failed: certificate verify failed)", "Check the CA"),
+    ],
+)
+def test_unreachable_kafka_says_what_to_check(reason: str, advice: str) -> None:
+    message = statuses.unavailable_message(reason)
+
+    assert message.startswith(f"{reason}; retrying. {advice}")
 
 
 def test_merge_patch_removes_vanished_keys_and_is_empty_when_equal() -> None:

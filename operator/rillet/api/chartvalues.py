@@ -51,6 +51,11 @@ class Kafka(ChartModel):
         description="An existing Secret with keys `username` and `password`: credentials never "
         "go in values.",
     )
+    ca_secret: str = Field(
+        default="",
+        description="An existing Secret with key `ca.crt`: the CA that signed the brokers' "
+        "certificates (SSL, SASL_SSL). Empty: the image's system CAs.",
+    )
     request_timeout_seconds: float = Field(
         default=15, gt=0, description="How long one admin request to Kafka may take."
     )

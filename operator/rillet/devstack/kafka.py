@@ -2,18 +2,29 @@
 
 One node by default; three (a static controller quorum) for replication-factor-3 and
 broker-loss tests. Heap and cleaner buffers are sized so three JVMs fit a 2-core machine.
+
+PLAINTEXT by default. With `KafkaSecurity` clients and brokers talk SASL_SSL: TLS with a
+certificate from the stack's CA, SCRAM-SHA-512 users (the admin's written at format time, so
+it exists before the first start), and the StandardAuthorizer with
+allow.everyone.if.no.acl.found=false, so a user may do only what its ACLs allow. The controller
+listener stays PLAINTEXT on loopback: KRaft controllers cannot check SCRAM credentials (they
+live in the metadata the controllers serve), so its ANONYMOUS principal is a super user, and
+nothing but the node's own brokers can reach it.
 """
 
 from __future__ import annotations
 
 import base64
+import secrets
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
+from cryptography.hazmat.primitives import serialization
 
-from rillet.devstack import processes
+from rillet.devstack import pki, processes
 from rillet.devstack.commands import run_logged
 from rillet.devstack.processes import ProcessRecord
 
@@ -36,6 +47,77 @@ logger.apache.level = WARN
 JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
 
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class KafkaSecurity:
+    """SASL_SSL with SCRAM-SHA-512 and ACLs: the files and the admin's credentials."""
+
+    ca_cert: Path  # PEM: what clients trust
+    keystore: Path  # PEM: the brokers' private key (PKCS#8) and certificate
+    admin_user: str
+    admin_password: str = field(repr=False)
+
+    def server_properties(self) -> dict[str, str]:
+        """The broker settings of the SASL_SSL listener and the authorizer."""
+        login = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{self.admin_user}" password="{self.admin_password}";'
+        )
+        return {
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM_MECHANISM,
+            "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": login,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.ca_cert),
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found": "false",
+            "super.users": f"User:{self.admin_user};User:ANONYMOUS",
+        }
+
+    def client_config(self, *, user: str | None = None, password: str = "") -> dict[str, Any]:
+        """librdkafka settings of a client: the admin's, or `user`'s with `password`."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.username": user or self.admin_user,
+            "sasl.password": password if user else self.admin_password,
+            "ssl.ca.location": str(self.ca_cert),
+        }
+
+
+def secure(control_plane_pki: pki.ControlPlanePki, *, host: str) -> KafkaSecurity:
+    """SASL_SSL for a cluster reached on `host`: a serving certificate from the stack's CA (its
+    key as PKCS#8, the PEM form Kafka reads) and a fresh admin password, kept with the PKI."""
+    issued = pki.issue(
+        control_plane_pki,
+        name="kafka",
+        common_name="kafka",
+        ips=tuple(dict.fromkeys((host, "127.0.0.1"))),
+        dns_names=("localhost",),
+    )
+    key = serialization.load_pem_private_key(issued.key.read_bytes(), password=None)
+    keystore = control_plane_pki.directory / "kafka-keystore.pem"
+    keystore.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+        + issued.cert.read_bytes()
+    )
+    keystore.chmod(0o600)
+    return KafkaSecurity(
+        ca_cert=control_plane_pki.ca_cert,
+        keystore=keystore,
+        admin_user="admin",
+        admin_password=secrets.token_urlsafe(24),
+    )
+
+
 @dataclass(frozen=True)
 class NodePorts:
     """The two listeners of one KRaft node."""
@@ -51,20 +133,22 @@ def build_server_properties(
     quorum: dict[int, NodePorts],
     log_dir: Path,
     host: str = "127.0.0.1",
+    security: KafkaSecurity | None = None,
 ) -> str:
     """server.properties of one combined-mode node of a static quorum; clients (and other
     brokers) reach it on `host`, the controllers talk on loopback."""
     replication = min(3, len(quorum))
     voters = ",".join(f"{i}@127.0.0.1:{p.controller}" for i, p in sorted(quorum.items()))
-    settings = {
+    listener = "SASL_SSL" if security else "PLAINTEXT"
+    settings: dict[str, object] = {
         "process.roles": "broker,controller",
         "node.id": node_id,
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{host}:{ports.broker},CONTROLLER://127.0.0.1:{ports.controller}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{ports.broker}",
+        "listeners": f"{listener}://{host}:{ports.broker},CONTROLLER://127.0.0.1:{ports.controller}",
+        "advertised.listeners": f"{listener}://{host}:{ports.broker}",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "inter.broker.listener.name": listener,
+        "listener.security.protocol.map": f"{listener}:{listener},CONTROLLER:PLAINTEXT",
         "log.dirs": log_dir,
         "num.partitions": 1,
         "default.replication.factor": 1,
@@ -80,6 +164,7 @@ def build_server_properties(
         "log.cleaner.backoff.ms": 1000,
         "auto.create.topics.enable": "false",
         "delete.topic.enable": "true",
+        **(security.server_properties() if security else {}),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -95,7 +180,13 @@ class KafkaCluster:
     # The address clients use: the node address when pods must reach Kafka.
     host: str = "127.0.0.1"
     extra_properties: dict[str, str] = field(default_factory=dict)
+    security: KafkaSecurity | None = None
     records: list[ProcessRecord] = field(default_factory=list, init=False)
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings of an admin client of this cluster (bootstrap included)."""
+        secured = self.security.client_config() if self.security else {}
+        return {"bootstrap.servers": self._bootstrap(), **secured}
 
     @property
     def logs(self) -> Path:
@@ -136,7 +227,7 @@ class KafkaCluster:
             listeners = dict(
                 line.split("=", 1) for line in self._config(node).read_text().splitlines()
             )["listeners"]
-            servers.append(listeners.split(",")[0].removeprefix("PLAINTEXT://"))
+            servers.append(listeners.split(",")[0].split("://", 1)[1])
         return ",".join(servers)
 
     def format(self) -> None:
@@ -155,15 +246,30 @@ class KafkaCluster:
                 quorum=quorum,
                 log_dir=self.root / f"data-{node}",
                 host=self.host,
+                security=self.security,
             )
             properties += "".join(f"{k}={v}\n" for k, v in self.extra_properties.items())
             self._config(node).write_text(properties)
+            self._config(node).chmod(0o600)  # the admin's password, with security
             run_logged(
                 self._java(
-                    "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", self._config(node)
+                    "kafka.tools.StorageTool",
+                    "format",
+                    "-t",
+                    cluster_id,
+                    "-c",
+                    self._config(node),
+                    *self._scram_users(),
                 ),
                 log=self.logs / f"kafka-{node}-format.log",
             )
+
+    def _scram_users(self) -> list[str]:
+        """StorageTool arguments that create the admin's SCRAM credential with the cluster."""
+        if self.security is None:
+            return []
+        user, password = self.security.admin_user, self.security.admin_password
+        return ["--add-scram", f"{SCRAM_MECHANISM}=[name={user},password={password}]"]
 
     def start(self) -> tuple[list[ProcessRecord], str]:
         """Start every node (formatting first if never formatted); wait until all serve.
@@ -182,10 +288,11 @@ class KafkaCluster:
         ]
         self.records = records
         bootstrap = self._bootstrap()
+        client = self.client_config()
         for record in records:
             processes.wait_ready(
                 record,
-                lambda: self._brokers_up(bootstrap) == self.brokers,
+                lambda: self._brokers_up(client) == self.brokers,
                 timeout=120,
                 what=f"serving with {self.brokers} broker(s)",
             )
@@ -200,8 +307,6 @@ class KafkaCluster:
                 return cluster_id
 
     @staticmethod
-    def _brokers_up(bootstrap: str) -> int:
-        admin = AdminClient(
-            {"bootstrap.servers": bootstrap, "socket.timeout.ms": 2000, "log_level": 0}
-        )
+    def _brokers_up(client: dict[str, Any]) -> int:
+        admin = AdminClient({**client, "socket.timeout.ms": 2000, "log_level": 0})
         return len(admin.list_topics(timeout=2).brokers)

@@ -30,14 +30,15 @@ def check_kubernetes(state: StackState) -> str:
 def check_kafka(state: StackState) -> str:
     """A record produced to a fresh topic is consumed back."""
     topic = f"rillet.smoke.{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": state.kafka_bootstrap})
+    client = state.kafka_client_config()
+    admin = AdminClient(client)
     admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": state.kafka_bootstrap})
+    producer = Producer(client)
     producer.produce(topic, key=b"k", value=b"hello")
     producer.flush(10)
     consumer = Consumer(
         {
-            "bootstrap.servers": state.kafka_bootstrap,
+            **client,
             "group.id": topic,
             "auto.offset.reset": "earliest",
         }
@@ -50,7 +51,8 @@ def check_kafka(state: StackState) -> str:
     admin.delete_topics([topic])[topic].result(timeout=30)
     if message is None or message.error() or message.value() != b"hello":
         raise RuntimeError(f"record not read back from {topic}")
-    return f"kafka at {state.kafka_bootstrap} ({state.kafka_brokers} broker(s))"
+    secured = ", SASL_SSL" if state.kafka_security else ""
+    return f"kafka at {state.kafka_bootstrap} ({state.kafka_brokers} broker(s){secured})"
 
 
 def check_spark(state: StackState) -> str:
@@ -58,9 +60,10 @@ def check_spark(state: StackState) -> str:
     from rillet.devstack.spark import local_session
 
     topic = f"rillet.smoke.spark.{uuid.uuid4().hex[:8]}"
-    admin = AdminClient({"bootstrap.servers": state.kafka_bootstrap})
+    client = state.kafka_client_config()
+    admin = AdminClient(client)
     admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
-    producer = Producer({"bootstrap.servers": state.kafka_bootstrap})
+    producer = Producer(client)
     for i in range(100):
         producer.produce(topic, value=str(i).encode())
     producer.flush(10)

@@ -29,13 +29,14 @@ from rillet.devstack import (
     images,
     node,
     paths,
+    pki,
     processes,
     provisioning,
     toolchain,
     versions,
 )
 from rillet.devstack.controlplane import ControlPlaneLayout
-from rillet.devstack.kafka import KafkaCluster
+from rillet.devstack.kafka import SCRAM_MECHANISM, KafkaCluster, KafkaSecurity, secure
 from rillet.devstack.processes import ProcessRecord
 
 # The repository this stack builds images from (an editable install: operator/rillet/devstack).
@@ -73,10 +74,31 @@ class StackState(BaseModel):
     kafka_brokers: int
     kubernetes_version: str = versions.KUBERNETES
     node: NodeState | None = None
+    kafka_security: KafkaSecurity | None = None
 
     def environment(self) -> dict[str, str]:
-        """The variables a shell, kubectl, kopf or a test needs to use this stack."""
-        return {"KUBECONFIG": str(self.kubeconfig), "RILLET_KAFKA_BOOTSTRAP": self.kafka_bootstrap}
+        """The variables a shell, kubectl, kopf or a test needs to use this stack (with
+        security, the admin's credentials: `rillet operator run` then connects as the chart's
+        operator does)."""
+        variables = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "RILLET_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+        }
+        security = self.kafka_security
+        if security is not None:
+            variables |= {
+                "RILLET_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+                "RILLET_KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
+                "RILLET_KAFKA_SASL_USERNAME": security.admin_user,
+                "RILLET_KAFKA_SASL_PASSWORD": security.admin_password,
+                "RILLET_KAFKA_SSL_CA_LOCATION": str(security.ca_cert),
+            }
+        return variables
+
+    def kafka_client_config(self) -> dict[str, Any]:
+        """librdkafka settings of an admin client of the stack's Kafka."""
+        secured = self.kafka_security.client_config() if self.kafka_security else {}
+        return {"bootstrap.servers": self.kafka_bootstrap, **secured}
 
 
 def _state_file() -> Path:
@@ -103,10 +125,24 @@ class NodeUnavailableError(RuntimeError):
     """This machine cannot run the worker node; the message says why and what to use instead."""
 
 
-def up(*, brokers: int = 1, with_node: bool = True, report: Reporter = silent) -> StackState:
-    """Start the stack (reusing a running one of the same shape) and return it."""
+def up(
+    *,
+    brokers: int = 1,
+    with_node: bool = True,
+    secured: bool = False,
+    report: Reporter = silent,
+) -> StackState:
+    """Start the stack (reusing a running one of the same shape) and return it.
+
+    `secured`: Kafka on SASL_SSL with SCRAM users and ACLs enforced (see devstack.kafka).
+    """
     current = running()
-    if current and current.kafka_brokers == brokers and (current.node is not None) == with_node:
+    if (
+        current
+        and current.kafka_brokers == brokers
+        and (current.node is not None) == with_node
+        and (current.kafka_security is not None) == secured
+    ):
         return with_current_images(current, report=report)
     if with_node and (reason := node.can_run_node()):
         raise NodeUnavailableError(
@@ -118,10 +154,10 @@ def up(*, brokers: int = 1, with_node: bool = True, report: Reporter = silent) -
     for artefact in needed:
         with report(f"build {artefact.name} v{artefact.version} (cached afterwards)") as update:
             provisioning.provision(artefact, update or provisioning.no_progress)
-    return _start(brokers=brokers, with_node=with_node, report=report)
+    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
 
 
-def _start(*, brokers: int, with_node: bool, report: Reporter) -> StackState:
+def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
     root = paths.state_dir()
     shutil.rmtree(root, ignore_errors=True)  # every `up` starts an empty cluster
     layout = ControlPlaneLayout(root)
@@ -145,13 +181,18 @@ def _start(*, brokers: int, with_node: bool, report: Reporter) -> StackState:
         _start_control_plane(state, layout, address=address, report=report)
         if with_node:
             _start_node(state, layout, report=report)
-        with report(f"kafka ({brokers} broker{'s' if brokers > 1 else ''})"):
+        listener = "SASL_SSL, SCRAM-SHA-512, ACLs" if secured else "PLAINTEXT"
+        with report(f"kafka ({brokers} broker{'s' if brokers > 1 else ''}, {listener})"):
+            if secured:
+                authority = pki.ControlPlanePki(layout.pki)
+                state.kafka_security = secure(authority, host=address)
             cluster = KafkaCluster(
                 libs=provisioning.KAFKA.directory / "libs",
                 root=root / "kafka",
                 brokers=brokers,
                 heap="512m" if brokers == 1 else "384m",
                 host=address,
+                security=state.kafka_security,
             )
             kafka_records, state.kafka_bootstrap = cluster.start()
             _started(state, *kafka_records)
@@ -169,6 +210,7 @@ def _started(state: StackState, *records: ProcessRecord) -> None:
 
 def _save(state: StackState) -> None:
     _state_file().parent.mkdir(parents=True, exist_ok=True)
+    _state_file().touch(mode=0o600)  # a secured stack's admin password is in it
     _state_file().write_text(state.model_dump_json(indent=2))
 
 

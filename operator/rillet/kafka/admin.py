@@ -42,6 +42,8 @@ _UNREACHABLE = {
     KafkaError.REQUEST_TIMED_OUT,
     KafkaError.NETWORK_EXCEPTION,
 }
+# Client errors that say why no broker answers, where a request only times out.
+_EXPLAINING = {KafkaError._AUTHENTICATION, KafkaError._SSL}
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -108,9 +110,17 @@ class TopicAdmin:
 
     def __init__(self, client_config: Mapping[str, Any], *, timeout: float = 15.0) -> None:
         # The librdkafka logger is silenced: its connection errors would repeat every second
-        # while Kafka is down, and the operator reports that state in statuses instead.
-        self._client = AdminClient({**client_config, "log_level": 3})
+        # while Kafka is down, and the operator reports that state in statuses instead. Its
+        # error callback keeps the last error that says why (a refused login, a certificate).
+        config: dict[str, Any] = {**client_config, "log_level": 3}
+        config["error_cb"] = self._on_client_error
+        self._client = AdminClient(config)
         self._timeout = timeout
+        self._why_unreachable: KafkaError | None = None
+
+    def _on_client_error(self, error: KafkaError) -> None:
+        if error.code() in _EXPLAINING:
+            self._why_unreachable = error
 
     async def _send(
         self,
@@ -120,8 +130,18 @@ class TopicAdmin:
     ) -> dict[K, Any]:
         """Each item's result: Kafka's answer, its exception, or the client's KafkaFailure."""
         futures, refused = topicrequests.submit(call, items, key)
-        settled = await _settle(futures) if futures else {}
+        try:
+            settled = await _settle(futures) if futures else {}
+        except KafkaUnavailableError as error:
+            raise KafkaUnavailableError(self._explained(str(error))) from None
+        self._why_unreachable = None
         return settled | refused
+
+    def _explained(self, message: str) -> str:
+        """`message` with the client's reason when it had one: a request only times out."""
+        self._client.poll(0)  # serves the error callback
+        why = self._why_unreachable
+        return f"{message} ({why.str()})" if why is not None else message
 
     async def describe(
         self, names: Iterable[str]

@@ -128,15 +128,24 @@ def topic_status(
     return {key: value for key, value in status.items() if value is not None}
 
 
+def unavailable_message(reason: str) -> str:
+    """What to check when Kafka does not answer: the credentials when it refused them."""
+    if "authentication" in reason.lower():
+        advice = (
+            "Check the operator's Kafka credentials (the Secret its chart values name) and the "
+            "SASL mechanism"
+        )
+    elif "ssl" in reason.lower() or "certificate" in reason.lower():
+        advice = "Check the CA the operator trusts (RILLET_KAFKA_SSL_CA_LOCATION)"
+    else:
+        advice = "Check the bootstrap servers in the operator's settings and that the brokers run"
+    return f"{reason}; retrying. {advice}."
+
+
 def topic_verdict(outcome: SyncOutcome, *, kafka_name: str) -> Verdict:
     """Where a topic stands after a sync."""
     if outcome.unavailable is not None:
-        return Verdict(
-            "progressing",
-            "KafkaUnavailable",
-            f"{outcome.unavailable}; retrying. Check the bootstrap servers in the operator's "
-            "settings and that the brokers run.",
-        )
+        return Verdict("progressing", "KafkaUnavailable", unavailable_message(outcome.unavailable))
     if outcome.problems:
         return Verdict(
             "stalled",
