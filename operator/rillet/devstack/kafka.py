@@ -15,7 +15,10 @@ nothing but the node's own brokers can reach it.
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
 import secrets
+import signal
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +218,21 @@ class KafkaCluster:
         for record in self.records:
             processes.stop(record)
         self.records = []
+
+    def kill(self, node: int) -> None:
+        """SIGKILL one node (1-based) as a crashed machine would: no shutdown, no handover."""
+        record = self.records[node - 1]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(record.pid, signal.SIGKILL)
+        processes.stop(record)  # waits until it is gone
+
+    def revive(self, node: int) -> None:
+        """Start a killed node again on its ports, with its data (it catches up as a follower)."""
+        self.records[node - 1] = processes.start(
+            f"kafka-{node}",
+            self._java("kafka.Kafka", self._config(node), heap=self.heap),
+            log=self.logs / f"kafka-{node}.log",
+        )
 
     @property
     def bootstrap(self) -> str:
