@@ -506,10 +506,21 @@ def test_spec_hash_is_on_the_driver_pod_and_stable() -> None:
         {"driver": {"memory": "2Gi"}},
         {"scaling": {"executorCores": 2}},
         {"checkpoint": {"location": "s3a://bucket/wc"}},
+        {"checkpoint": {"onLoss": "Recompute"}},
     ],
 )
 def test_a_spec_change_changes_the_hash(change: dict[str, Any]) -> None:
     assert _objects(**change).spec_hash != _objects().spec_hash
+
+
+def test_run_spec_fields_at_their_defaults_are_not_hashed() -> None:
+    """So an operator upgrade that adds a field (as checkpoint.onLoss and eventTime were
+    added) restarts no driver whose App leaves it unset."""
+    hashed = drivers.hashed_run_spec(_context().run_spec)
+
+    assert "checkpoint_on_loss" not in hashed
+    assert not {"event_time", "max_offsets_per_trigger"} & set(hashed["inputs"][0])
+    assert _objects(checkpoint={"onLoss": "Stall"}).spec_hash == _objects().spec_hash
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import yaml
 
-from rillet.reconcile import naming
+from rillet.reconcile import apprun, naming
 from rillet.reconcile.appobjects import contexts, fragments, metadata, pods, sparkconfs
 
 DRIVER_CONTAINER: Final = "driver"
@@ -54,13 +54,11 @@ def spec_hash(context: contexts.AppContext) -> str:
 
     Left out: the executor count (scaled live), and what follows the input partition counts
     (inputs[].partitions and the derived shuffle partitions: Spark's Kafka source finds new
-    partitions itself, and a checkpoint keeps its shuffle partitions).
+    partitions itself, and a checkpoint keeps its shuffle partitions). Run-spec fields at their
+    defaults are left out too, so an operator upgrade that adds a field restarts no driver.
     """
-    run_spec = context.run_spec.model_dump(mode="json", exclude={"shuffle_partitions"})
-    for item in run_spec["inputs"]:
-        item.pop("partitions", None)
     material = {
-        "runSpec": run_spec,
+        "runSpec": hashed_run_spec(context.run_spec),
         "sparkConf": sparkconfs.hashed(sparkconfs.build_spark_conf(context)),
         "executorPodTemplate": pods.build_executor_pod_template(context),
         "image": context.spec.image,
@@ -70,6 +68,14 @@ def spec_hash(context: contexts.AppContext) -> str:
     }
     text = json.dumps(material, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def hashed_run_spec(run_spec: apprun.RunSpec) -> dict[str, Any]:
+    """The part of the run spec that restarts the driver when it changes (see spec_hash)."""
+    hashed = run_spec.model_dump(mode="json", exclude={"shuffle_partitions"}, exclude_defaults=True)
+    for item in hashed["inputs"]:
+        item.pop("partitions", None)
+    return hashed
 
 
 def build_config_map(context: contexts.AppContext) -> dict[str, Any]:
