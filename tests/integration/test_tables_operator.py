@@ -8,16 +8,19 @@ Test plan (each claim checked in Kafka):
 - without spec.partitions or a writer, the Table waits (Reconciling, WaitingForPartitions).
 - spec.partitions different from the writer's inputs: a NotCoPartitioned warning Event.
 - `rillet table get TABLE KEY -n NS` finds the Table through the kubeconfig (its topic and key
-  format), and says which namespace has no such Table.
+  format), and says which namespace has no such Table; with --watch it prints the key's value,
+  then each change of that key only (a tombstone as deleted), until interrupted.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
+import signal
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -145,10 +148,13 @@ def test_partition_mismatch_with_writer_is_reported(
     assert kafka_partitions(kafka_admin, counts) == 2
 
 
+CLI = (sys.executable, "-m", "rillet.cli")
+
+
 def _table_get(kube: Kube, bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
     """`rillet table get ...` with the stack's kubeconfig, as a user's shell has it."""
     return subprocess.run(
-        [sys.executable, "-m", "rillet.cli", "table", "get", *args, "-b", bootstrap],
+        [*CLI, "table", "get", *args, "-b", bootstrap],
         capture_output=True,
         text=True,
         env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
@@ -174,3 +180,48 @@ def test_table_get_finds_the_table_through_the_cluster(
     elsewhere = _table_get(kube, kafka_bootstrap, name, '{"user": "u1"}', "-n", "default")
     assert elsewhere.returncode == 2
     assert f"no Table {name} in namespace default" in elsewhere.stderr
+
+    watching = subprocess.Popen(
+        [
+            *CLI,
+            "table",
+            "get",
+            name,
+            '{"user": "u1"}',
+            "-n",
+            namespace,
+            "-b",
+            kafka_bootstrap,
+            "-w",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        lines = _lines_of(watching)
+        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":3}'
+        producer.produce(kafka_name, key=b'{"user":"u2"}', value=b'{"user":"u2","n":1}')
+        producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":4}')
+        producer.produce(kafka_name, key=b'{"user":"u1"}', value=None)
+        assert producer.flush(30) == 0
+        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
+        assert next(lines) == '{"user":"u1"}\t(deleted)'
+    finally:
+        watching.send_signal(signal.SIGINT)
+        assert watching.wait(timeout=30) == 0, watching.stderr.read() if watching.stderr else ""
+
+
+def _lines_of(process: subprocess.Popen[str], *, timeout: float = 60) -> Iterator[str]:
+    """The process's output lines as they come; a line later than `timeout` s fails the test."""
+    assert process.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while True:
+            if not selector.select(timeout):
+                raise AssertionError(f"no output line within {timeout}s")
+            line = process.stdout.readline()
+            if not line:
+                raise AssertionError(f"the process ended (exit code {process.wait()})")
+            yield line.rstrip("\n")

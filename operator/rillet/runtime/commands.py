@@ -13,6 +13,7 @@ unset. The runtime never looks for jars itself (it must not depend on the local 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -339,6 +340,17 @@ TableNamespaceOption = Annotated[
 ]
 
 
+WatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="After the current value, print each change of the key as key<TAB>value "
+        "(<TAB>(deleted) for a tombstone) until interrupted.",
+    ),
+]
+
+
 def table_get(
     table: TableArgument,
     key: KeyArgument,
@@ -347,6 +359,7 @@ def table_get(
     topic: TopicOption = None,
     key_format: KeyFormatOption = None,
     namespace: TableNamespaceOption = None,
+    watch: WatchOption = False,
     timeout: TimeoutOption = 60.0,
 ) -> None:
     """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
@@ -355,6 +368,41 @@ def table_get(
     topic; --topic names the topic outright. One exact match prints its value; a partial JSON
     key prints `key<TAB>value` per match.
     """
+    topic, fmt = _table_topic(table, file=file, topic=topic, namespace=namespace, fmt=key_format)
+    try:
+        if watch:
+            entries, later = tables.watch_changelog(
+                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
+            )
+        else:
+            entries = tables.read_changelog(
+                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
+            )
+    except (LookupError, TimeoutError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    found = tables.lookup(tables.latest_per_key(entries), key, fmt)
+    if watch:
+        for entry in found:
+            _echo_change(entry)
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a watch, as kubectl's
+            for entry in later:
+                if entry.key is not None and tables.key_matches(entry.key, key, fmt):
+                    _echo_change(entry)
+        return
+    if not found:
+        typer.echo(f"{table}: no key {key}", err=True)
+        raise typer.Exit(code=1)
+    exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
+    for entry in found:
+        value = (entry.value or b"").decode(errors="replace")
+        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
+
+
+def _table_topic(
+    table: str, *, file: Path | None, topic: str | None, namespace: str | None, fmt: str | None
+) -> tuple[str, fields.Format]:
+    """The Table's topic and key format: from --file, else the cluster, else TABLE itself."""
     try:
         declared = apprun.table_in(load_manifests(file), table) if file else None
     except ValueError as error:
@@ -366,22 +414,13 @@ def table_get(
             typer.echo(f"error: {error}", err=True)
             raise typer.Exit(code=2) from None
     topic = topic or (apprun.topic_name(declared) if declared else table)
-    fmt = _key_format(key_format or (declared.spec.key_format if declared else "string"))
-    try:
-        latest = tables.latest_per_key(
-            tables.read_changelog(bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout)
-        )
-    except (LookupError, TimeoutError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=2) from None
-    found = tables.lookup(latest, key, fmt)
-    if not found:
-        typer.echo(f"{table}: no key {key}", err=True)
-        raise typer.Exit(code=1)
-    exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
-    for entry in found:
-        value = (entry.value or b"").decode(errors="replace")
-        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
+    return topic, _key_format(fmt or (declared.spec.key_format if declared else "string"))
+
+
+def _echo_change(entry: tables.Entry) -> None:
+    key = (entry.key or b"").decode(errors="replace")
+    value = "(deleted)" if entry.value is None else entry.value.decode(errors="replace")
+    typer.echo(f"{key}\t{value}")  # typer.echo flushes: a pipe sees each change at once
 
 
 def _key_format(text: str) -> fields.Format:

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
@@ -93,7 +93,41 @@ def read_changelog(
     timeout: float = 60.0,
 ) -> list[Entry]:
     """Every record of `topic` up to the high watermarks it has now (no group is joined)."""
-    consumer = Consumer(
+    consumer = _consumer(bootstrap_servers, kafka_config)
+    try:
+        return _read_all(consumer, topic, deadline=time.monotonic() + timeout)
+    finally:
+        consumer.close()
+
+
+def watch_changelog(
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    kafka_config: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> tuple[list[Entry], Iterator[Entry]]:
+    """Every record of `topic` up to its high watermarks now, and then, endlessly, each record
+    written after them: one consumer reads both, so no record falls in between."""
+    consumer = _consumer(bootstrap_servers, kafka_config)
+    try:
+        entries = _read_all(consumer, topic, deadline=time.monotonic() + timeout)
+    except BaseException:
+        consumer.close()
+        raise
+
+    def later() -> Iterator[Entry]:
+        try:
+            while True:
+                yield from _consume(consumer)
+        finally:
+            consumer.close()
+
+    return entries, later()
+
+
+def _consumer(bootstrap_servers: str, kafka_config: Mapping[str, str] | None) -> Consumer:
+    return Consumer(
         {
             **(kafka_config or {}),
             "bootstrap.servers": bootstrap_servers,
@@ -102,10 +136,6 @@ def read_changelog(
             "enable.partition.eof": False,
         }
     )
-    try:
-        return _read_all(consumer, topic, deadline=time.monotonic() + timeout)
-    finally:
-        consumer.close()
 
 
 def _read_all(consumer: Consumer, topic: str, *, deadline: float) -> list[Entry]:
@@ -118,26 +148,34 @@ def _read_all(consumer: Consumer, topic: str, *, deadline: float) -> list[Entry]
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         if high > low:
             ends[partition] = high
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
+    # Every partition, the empty ones too: a watch then sees their first records.
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in described.partitions])
     entries: list[Entry] = []
     while ends:
         if time.monotonic() > deadline:
             raise TimeoutError(f"reading {topic}: partitions {sorted(ends)} not read to the end")
-        for message in consumer.consume(num_messages=10_000, timeout=0.5):
-            error = message.error()
-            if error is not None:
-                raise KafkaException(error)
-            entries.append(
-                Entry(
-                    key=message.key(),
-                    value=message.value(),
-                    partition=message.partition() or 0,
-                    offset=message.offset() or 0,
-                    timestamp=message.timestamp()[1],
-                )
-            )
+        entries.extend(_consume(consumer))
         # Positions, not last offsets: compaction and control records leave gaps before the end.
         for position in consumer.position([TopicPartition(topic, p) for p in ends]):
             if position.offset >= ends[position.partition]:
                 del ends[position.partition]
+    return entries
+
+
+def _consume(consumer: Consumer) -> list[Entry]:
+    """The records one poll brings (up to 10,000, waiting at most half a second)."""
+    entries = []
+    for message in consumer.consume(num_messages=10_000, timeout=0.5):
+        error = message.error()
+        if error is not None:
+            raise KafkaException(error)
+        entries.append(
+            Entry(
+                key=message.key(),
+                value=message.value(),
+                partition=message.partition() or 0,
+                offset=message.offset() or 0,
+                timestamp=message.timestamp()[1],
+            )
+        )
     return entries
