@@ -363,7 +363,8 @@ def test_a_deleted_checkpoint_volume_stalls_the_app_until_the_user_chooses(
 
     found = wait_for(stalled, timeout=300, interval=3, what=f"App {app} Stalled")
     assert found["reason"] == "CheckpointLost", found
-    assert f"records in topic {counts}); nothing was started" in found["message"]
+    assert found["message"].startswith("nothing was started and the Table is untouched")
+    assert f"holds no offsets while topic {counts} holds records" in found["message"]
     assert tables.read_changelog(bootstrap_servers=kafka_bootstrap, topic=counts) == before
 
     patch = json.dumps({"spec": {"checkpoint": {"onLoss": "Recompute"}}})

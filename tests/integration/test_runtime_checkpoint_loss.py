@@ -4,10 +4,12 @@ Test plan (a word count upserting into a Table; the checkpoint directory deleted
 holds counts; words a a b, then a c after the loss):
 - with checkpoint.onLoss absent (Stall), the driver refuses to start with CheckpointLostError
   naming the Table and the ways out, and the Table's topic is exactly as it was;
-- Recompute, the input holding its whole history: the counts of every word ever read;
+- Recompute, the input holding its whole history: the counts of every word ever read, although
+  the input now says startingOffsets: latest (which alone would read nothing);
 - the checkpoint lost again and the input trimmed (records deleted up to offset 2): Recompute
   refuses, naming the partition and its first offset, and the Table is untouched;
-- StartFresh: the counts restart from what the input still holds (b, a, c), as documented.
+- StartFresh (startingOffsets: earliest): the counts restart from what the input still holds
+  (b, a, c) and overwrite the Table's, as documented.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ def _counts(bootstrap: str, topic: str) -> dict[str, Any]:
     return {k.decode(): json.loads(e.value or b"null")["n"] for k, e in latest.items()}
 
 
+def _starting_offsets(documents: list[dict[str, Any]], where: str) -> None:
+    documents[-1]["spec"]["inputs"][0]["startingOffsets"] = where
+
+
 def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
     kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
@@ -85,14 +91,18 @@ def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
 
     shutil.rmtree(checkpoint)
     rt.produce(kafka_bootstrap, topics["words"], [(None, w) for w in ("a", "c")])
+    _starting_offsets(documents, "latest")
     before = rt.read_topic(kafka_bootstrap, topics["counts"])
     with pytest.raises(checkpoints.CheckpointLostError) as stalled:
         run()
     assert str(stalled.value).startswith(
-        "the checkpoint holds no offsets for table-counts (2 records in topic "
-        f"{topics['counts']}); nothing was started and the Table is untouched."
+        "nothing was started and the Table is untouched: restore the checkpoint, or set "
+        "checkpoint.onLoss to Recompute"
     )
-    assert "checkpoint.onLoss to Recompute" in str(stalled.value)
+    assert str(stalled.value).endswith(
+        f"Lost: the checkpoint of table-counts ({checkpoint}/outputs/table-counts) holds no "
+        f"offsets while topic {topics['counts']} holds records."
+    )
     assert rt.read_topic(kafka_bootstrap, topics["counts"]) == before
 
     run(checkpoint_on_loss="Recompute")
@@ -111,5 +121,6 @@ def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
     ) in str(refused.value)
     assert rt.read_topic(kafka_bootstrap, topics["counts"]) == before
 
+    _starting_offsets(documents, "earliest")
     run(checkpoint_on_loss="StartFresh")
     assert _counts(kafka_bootstrap, topics["counts"]) == {"a": 1, "b": 1, "c": 1}

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import queue
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -167,7 +168,7 @@ def test_table_get_finds_the_table_through_the_cluster(
     kube: Kube, namespace: str, kafka_bootstrap: str, unique: Unique
 ) -> None:
     name, kafka_name = unique("by-name"), unique("by-name-topic")
-    apply(kube, table(name, namespace, topicName=kafka_name, keyFormat="json"))
+    apply(kube, table(name, namespace, partitions=1, topicName=kafka_name, keyFormat="json"))
     wait_condition(kube, "table", name, namespace)
     producer = Producer({"bootstrap.servers": kafka_bootstrap})
     producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":3}')
@@ -214,14 +215,25 @@ def test_table_get_finds_the_table_through_the_cluster(
 
 
 def _lines_of(process: subprocess.Popen[str], *, timeout: float = 60) -> Iterator[str]:
-    """The process's output lines as they come; a line later than `timeout` s fails the test."""
+    """The process's output lines as they come; a line later than `timeout` s fails the test.
+
+    A thread reads them: several lines may arrive in one write, which a select() on the pipe
+    followed by readline() would leave in the stream's buffer, unseen."""
     assert process.stdout is not None
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while True:
-            if not selector.select(timeout):
-                raise AssertionError(f"no output line within {timeout}s")
-            line = process.stdout.readline()
-            if not line:
-                raise AssertionError(f"the process ended (exit code {process.wait()})")
-            yield line.rstrip("\n")
+    stdout = process.stdout
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError(f"no output line within {timeout}s") from None
+        if line is None:
+            raise AssertionError(f"the process ended (exit code {process.wait()})")
+        yield line

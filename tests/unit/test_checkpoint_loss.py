@@ -2,10 +2,11 @@
 
 Test plan:
 - nothing lost: start, whatever the policy;
-- Stall (the default) refuses, naming the lost checkpoint, the Table's records and all three
-  ways out;
+- Stall (the default) refuses, saying first the three ways out (a termination message may be
+  cut at its end), then which checkpoint directory holds no offsets;
 - Recompute starts from the earliest offsets only when every input holds its whole history; a
-  compacted input or a partition that no longer starts at offset 0 refuses, naming each gap;
+  compacted input or a partition that no longer starts at offset 0 refuses, naming each gap (at
+  most three partitions per topic, then how many more);
 - StartFresh starts from startingOffsets.
 """
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 from rillet.reconcile import checkpointloss
 from rillet.reconcile.checkpointloss import InputHistory, LostTable
 
-LOST = (LostTable(output_id="table-counts", topic="counts", records=1200),)
+LOST = (LostTable(output_id="table-counts", topic="counts", checkpoint="/ck/outputs/table-counts"),)
 WHOLE = (InputHistory(topic="words", compacted=False, first_offsets={0: 0, 1: 0}),)
 
 
@@ -23,17 +24,17 @@ def test_nothing_lost_starts_whatever_the_policy() -> None:
         assert checkpointloss.decide(policy, (), ()) == checkpointloss.START
 
 
-def test_stall_refuses_and_names_the_table_and_every_way_out() -> None:
+def test_stall_refuses_saying_first_what_to_do_then_which_checkpoint() -> None:
     decision = checkpointloss.decide("Stall", LOST, WHOLE)
 
     assert not decision.start
-    assert decision.problem is not None
-    assert decision.problem.startswith(
-        "the checkpoint holds no offsets for table-counts (1200 records in topic counts); "
-        "nothing was started and the Table is untouched."
+    assert decision.problem == (
+        "nothing was started and the Table is untouched: restore the checkpoint, or set "
+        "checkpoint.onLoss to Recompute (read the inputs from their earliest offsets; needs their "
+        "whole history) or StartFresh (start from startingOffsets and overwrite the Table). "
+        "Lost: the checkpoint of table-counts (/ck/outputs/table-counts) holds no offsets while "
+        "topic counts holds records."
     )
-    for way_out in ("Restore the checkpoint", "Recompute", "StartFresh"):
-        assert way_out in decision.problem
 
 
 def test_recompute_starts_from_the_earliest_offsets_of_a_whole_history() -> None:
@@ -62,3 +63,12 @@ def test_recompute_refuses_when_retention_or_compaction_deleted_input_records() 
 
 def test_start_fresh_starts_from_the_starting_offsets() -> None:
     assert checkpointloss.decide("StartFresh", LOST, ()) == checkpointloss.START
+
+
+def test_many_trimmed_partitions_are_summed_up() -> None:
+    trimmed = InputHistory(topic="words", compacted=False, first_offsets={p: 10 for p in range(24)})
+
+    assert checkpointloss.history_gaps([trimmed]) == [
+        "topic words: partition 0 starts at offset 10, partition 1 starts at offset 10, "
+        "partition 2 starts at offset 10 and 21 more partitions"
+    ]

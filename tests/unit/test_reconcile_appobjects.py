@@ -172,6 +172,17 @@ def test_config_map_holds_run_spec_spark_conf_and_executor_template() -> None:
     assert template == pods.build_executor_pod_template(_context())
 
 
+def test_the_run_spec_file_leaves_defaults_out_and_reads_back_whole() -> None:
+    """An older runtime image (an App pins its image) refuses keys it does not know; a field
+    at its default is not written, so adding one breaks no App that leaves it unset."""
+    context = _context()
+    written = json.loads(_objects().config_map["data"]["run-spec.json"])
+
+    assert "checkpoint_on_loss" not in written
+    assert not {"event_time", "max_offsets_per_trigger"} & set(written["inputs"][0])
+    assert apprun.RunSpec.model_validate(written) == context.run_spec
+
+
 def test_service_is_headless_and_selects_the_driver_pod() -> None:
     objects = _objects()
     spec = objects.service["spec"]
@@ -245,7 +256,7 @@ def test_driver_container_runs_rillet_drive_with_its_env() -> None:
             "configMapKeyRef": {"name": "wordcount-run", "key": "spark-conf.json"}
         },
     }
-    assert container["readinessProbe"]["tcpSocket"] == {"port": "driver-rpc"}
+    assert container["readinessProbe"]["tcpSocket"] == {"port": "metrics"}
 
 
 def test_driver_resources_come_from_spec_driver() -> None:

@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import appstatus, statuses
+from rillet.reconcile import appstatus, checkpointloss, statuses
 from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputObservation
+from rillet.runtime import incluster
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING_DRIVER = DriverObservation(phase="Running", ready=True)
@@ -236,6 +237,16 @@ def test_a_lost_checkpoint_stalls_from_the_first_exit_until_the_driver_runs() ->
 
     assert (stalled.reason, stalled.message) == ("CheckpointLost", LOST)
     assert appstatus.derive_standing(_observe(driver=running_again)).verdict.reason == "Running"
+
+
+def test_the_drivers_own_termination_message_of_a_lost_checkpoint_is_recognized() -> None:
+    """What `rillet drive` writes to the termination log for the error the driver raises."""
+    written = incluster.summarize_error(checkpointloss.CheckpointLostError(LOST))
+    driver = DriverObservation(phase="Running", restart_count=1, last_message=written)
+
+    stalled = appstatus.derive_standing(_observe(driver=driver)).verdict
+
+    assert (stalled.reason, stalled.message) == ("CheckpointLost", LOST)
 
 
 def test_a_restarting_driver_says_why_it_restarts() -> None:

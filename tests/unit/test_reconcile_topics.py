@@ -208,13 +208,17 @@ def test_unreachable_kafka_is_progress_not_failure() -> None:
 @pytest.mark.parametrize(
     ("reason", "advice"),
     [
-        ("Local: Timed out", "Check the bootstrap servers"),
+        ("Local: Timed out (sasl_ssl://10.0.0.1:9093/bootstrap)", "Check the bootstrap servers"),
         (
-            "Local: Timed out (SASL authentication error: Authentication failed during "
-            "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512)",
-            "Check the operator's Kafka credentials",
+            "Kafka refused the operator's login (SASL authentication error: Authentication failed "
+            "due to invalid credentials with SASL mechanism SCRAM-SHA-512); Local: Timed out",
+            "Check the chart values kafka.credentialsSecret",
         ),
-        ("Local: Timed out (SSL handshake failed: certificate verify failed)", "Check the CA"),
+        (
+            "TLS with the brokers failed (SSL handshake failed: certificate verify failed); "
+            "Local: Timed out",
+            "Check the chart value kafka.caSecret",
+        ),
     ],
 )
 def test_unreachable_kafka_says_what_to_check(reason: str, advice: str) -> None:

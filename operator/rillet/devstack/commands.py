@@ -34,16 +34,21 @@ def run_logged(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     on_line: Callable[[str], None] | None = None,
+    secrets: Sequence[str] = (),
 ) -> None:
     """Run a command to completion, appending its output to `log`; raise with the log's tail.
 
     `on_line`, if given, is called with each line of output (stdout and stderr together) as the
-    command prints it, after the line is in the log.
+    command prints it, after the line is in the log. `secrets` (a password among the
+    arguments) are written to the log as `***`.
     """
     log.parent.mkdir(parents=True, exist_ok=True)
     full_env = {**os.environ, **(env or {})}
+    shown = " ".join(map(str, args))
+    for secret in secrets:
+        shown = shown.replace(secret, "***")
     with log.open("ab") as out:
-        out.write(f"\n$ {' '.join(map(str, args))}\n".encode())
+        out.write(f"\n$ {shown}\n".encode())
         out.flush()
         if on_line is None:
             returncode = subprocess.run(

@@ -8,8 +8,9 @@ certificate from the stack's CA, SCRAM-SHA-512 users (the admin's written at for
 it exists before the first start), and the StandardAuthorizer with
 allow.everyone.if.no.acl.found=false, so a user may do only what its ACLs allow. The controller
 listener stays PLAINTEXT on loopback: KRaft controllers cannot check SCRAM credentials (they
-live in the metadata the controllers serve), so its ANONYMOUS principal is a super user, and
-nothing but the node's own brokers can reach it.
+live in the metadata the controllers serve), so its ANONYMOUS principal is a super user. Any
+process of the machine can reach loopback, so this is a development stack's trade-off: a
+production cluster puts mTLS on the controller listener.
 """
 
 from __future__ import annotations
@@ -104,15 +105,10 @@ def secure(control_plane_pki: pki.ControlPlanePki, *, host: str) -> KafkaSecurit
     )
     key = serialization.load_pem_private_key(issued.key.read_bytes(), password=None)
     keystore = control_plane_pki.directory / "kafka-keystore.pem"
-    keystore.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        + issued.cert.read_bytes()
+    private_key = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
-    keystore.chmod(0o600)
+    pki.write_private(keystore, private_key + issued.cert.read_bytes())
     return KafkaSecurity(
         ca_cert=control_plane_pki.ca_cert,
         keystore=keystore,
@@ -267,8 +263,7 @@ class KafkaCluster:
                 security=self.security,
             )
             properties += "".join(f"{k}={v}\n" for k, v in self.extra_properties.items())
-            self._config(node).write_text(properties)
-            self._config(node).chmod(0o600)  # the admin's password, with security
+            pki.write_private(self._config(node), properties.encode())  # the admin's password
             run_logged(
                 self._java(
                     "kafka.tools.StorageTool",
@@ -280,6 +275,7 @@ class KafkaCluster:
                     *self._scram_users(),
                 ),
                 log=self.logs / f"kafka-{node}-format.log",
+                secrets=[self.security.admin_password] if self.security else [],
             )
 
     def _scram_users(self) -> list[str]:

@@ -5,6 +5,7 @@ the apiserver's kubelet client). Made once per state directory with `cryptograph
 from __future__ import annotations
 
 import ipaddress
+import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -56,9 +57,12 @@ def _pem_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
     )
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    path.write_bytes(data)
-    path.chmod(0o600)
+def write_private(path: Path, data: bytes) -> None:
+    """Write a file only its owner may read, from its creation on (no world-readable moment)."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "wb") as stream:
+        stream.write(data)
+    path.chmod(0o600)  # an existing file keeps its mode through O_CREAT
 
 
 def ensure(directory: Path, *, extra_ips: tuple[str, ...] = ()) -> ControlPlanePki:
@@ -109,10 +113,10 @@ def ensure(directory: Path, *, extra_ips: tuple[str, ...] = ()) -> ControlPlaneP
     sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
     pki.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    _write_private(pki.ca_key, _pem_key(ca_key))
+    write_private(pki.ca_key, _pem_key(ca_key))
     pki.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
-    _write_private(pki.serving_key, _pem_key(serving_key))
-    _write_private(pki.service_account_key, _pem_key(sa_key))
+    write_private(pki.serving_key, _pem_key(serving_key))
+    write_private(pki.service_account_key, _pem_key(sa_key))
     pki.service_account_public_key.write_bytes(
         sa_key.public_key().public_bytes(
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
@@ -166,5 +170,5 @@ def issue(
         builder = builder.add_extension(x509.SubjectAlternativeName(alternative), critical=False)
     cert = builder.sign(ca_key, hashes.SHA256())
     issued.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_private(issued.key, _pem_key(key))
+    write_private(issued.key, _pem_key(key))
     return issued

@@ -35,6 +35,8 @@ from rillet.reconcile.topics import DesiredTopic, ObservedTopic
 MAX_PARTITIONS_PER_CREATE = 10_000
 
 _UNREACHABLE = {
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
     KafkaError._TRANSPORT,
     KafkaError._TIMED_OUT,
     KafkaError._ALL_BROKERS_DOWN,
@@ -42,8 +44,12 @@ _UNREACHABLE = {
     KafkaError.REQUEST_TIMED_OUT,
     KafkaError.NETWORK_EXCEPTION,
 }
-# Client errors that say why no broker answers, where a request only times out.
-_EXPLAINING = {KafkaError._AUTHENTICATION, KafkaError._SSL}
+# Client errors that say why no broker answers, where a request only times out; the phrase
+# leads the reason, which statuses.unavailable_message reads to say what to check.
+_EXPLAINING = {
+    KafkaError._AUTHENTICATION: "Kafka refused the operator's login",
+    KafkaError._SSL: "TLS with the brokers failed",
+}
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -134,14 +140,18 @@ class TopicAdmin:
             settled = await _settle(futures) if futures else {}
         except KafkaUnavailableError as error:
             raise KafkaUnavailableError(self._explained(str(error))) from None
+        finally:
+            self._client.poll(0)  # serves the error callback, so no reason goes stale
         self._why_unreachable = None
         return settled | refused
 
     def _explained(self, message: str) -> str:
-        """`message` with the client's reason when it had one: a request only times out."""
-        self._client.poll(0)  # serves the error callback
+        """`message` led by the client's reason when it had one: a request only times out."""
+        self._client.poll(0)
         why = self._why_unreachable
-        return f"{message} ({why.str()})" if why is not None else message
+        if why is None:
+            return message
+        return f"{_EXPLAINING[why.code()]} ({why.str()}); {message}"
 
     async def describe(
         self, names: Iterable[str]

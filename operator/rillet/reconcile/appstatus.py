@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import apps, conditions
-from rillet.reconcile import statuses
+from rillet.reconcile import checkpointloss, statuses
 
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
 TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
@@ -35,8 +35,8 @@ INVALID_SPEC: Final = "InvalidSpec"
 DRIVER_STARTING: Final = "DriverStarting"
 DRIVER_CRASH_LOOPING: Final = "DriverCrashLooping"
 CHECKPOINT_LOST: Final = "CheckpointLost"
-# How the driver's termination message starts when it refused to start (runtime.checkpoints).
-CHECKPOINT_LOST_ERROR: Final = "CheckpointLostError: "
+# How the driver's termination message starts when it refused to start (`Type: message`).
+CHECKPOINT_LOST_ERROR: Final = f"{checkpointloss.CheckpointLostError.__qualname__}: "
 DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
 BATCHES_FAILING: Final = "BatchesFailing"
 RUNNING: Final = "Running"

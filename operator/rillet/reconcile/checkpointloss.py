@@ -6,8 +6,8 @@ correct values with counts restarted from whatever the inputs still retain. So t
 checks, before it starts anything, each Table output: a checkpoint without offsets while the
 Table's topic holds records is a lost checkpoint, and `checkpoint.onLoss` decides:
 
-- Stall (the default): start nothing; the driver ends with `CheckpointLost: ...`, which the
-  operator shows as the App's Stalled condition with that reason;
+- Stall (the default): start nothing; the driver ends with `CheckpointLostError: ...`, which
+  the operator shows as the App's Stalled condition, reason CheckpointLost;
 - Recompute: read every input from its earliest offset, but only when that is the whole
   history: every partition still starts at offset 0 and no input topic is compacted;
   otherwise stall, naming what was deleted;
@@ -23,6 +23,21 @@ from dataclasses import dataclass
 
 from rillet.api.v1alpha1 import apps
 
+# Partitions named per topic in a message; a termination message holds 1,024 characters.
+NAMED_PARTITIONS = 3
+UNTOUCHED = "nothing was started and the Table is untouched"
+WAYS_OUT = (
+    "restore the checkpoint, or set checkpoint.onLoss to Recompute (read the inputs from their "
+    "earliest offsets; needs their whole history) or StartFresh (start from startingOffsets and "
+    "overwrite the Table)"
+)
+
+
+class CheckpointLostError(RuntimeError):
+    """A Table output's checkpoint holds no offsets while the Table holds data, and
+    checkpoint.onLoss says not to start. The driver's termination message starts with this
+    class's name, which is how the operator tells this failure from others."""
+
 
 @dataclass(frozen=True, kw_only=True)
 class LostTable:
@@ -30,7 +45,7 @@ class LostTable:
 
     output_id: str
     topic: str
-    records: int  # records between the low and high watermarks, over all partitions
+    checkpoint: str  # the directory whose offsets/ was looked for
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,35 +74,34 @@ def decide(
     lost: Sequence[LostTable],
     histories: Sequence[InputHistory],
 ) -> Decision:
-    """What the driver does, given the lost Table checkpoints and its inputs' history."""
+    """What the driver does, given the lost Table checkpoints and its inputs' history.
+
+    A refusal's message says what to do first: a termination message may be cut at its end.
+    """
     if not lost:
         return START
     if policy == "StartFresh":
         return START
-    what = describe(lost)
     if policy == "Recompute":
         gaps = history_gaps(histories)
         if not gaps:
             return Decision(start=True, from_earliest=True)
         return Decision(
             start=False,
-            problem=f"{what}; checkpoint.onLoss is Recompute, but the inputs no longer hold their "
-            f"whole history ({'; '.join(gaps)}): restore the checkpoint, or set "
-            f"checkpoint.onLoss: StartFresh to overwrite the Table",
+            problem=f"{UNTOUCHED}: checkpoint.onLoss is Recompute, but the inputs no longer hold "
+            f"their whole history ({'; '.join(gaps)}); restore the checkpoint, or set "
+            f"checkpoint.onLoss: StartFresh to overwrite the Table. {describe(lost)}",
         )
-    return Decision(
-        start=False,
-        problem=f"{what}; nothing was started and the Table is untouched. Restore the "
-        f"checkpoint, or set checkpoint.onLoss to Recompute (read the inputs from their earliest "
-        f"offsets; needs their whole history) or StartFresh (start from startingOffsets and "
-        f"overwrite the Table)",
-    )
+    return Decision(start=False, problem=f"{UNTOUCHED}: {WAYS_OUT}. {describe(lost)}")
 
 
 def describe(lost: Sequence[LostTable]) -> str:
     """The lost checkpoints in words."""
-    tables = ", ".join(f"{t.output_id} ({t.records} records in topic {t.topic})" for t in lost)
-    return f"the checkpoint holds no offsets for {tables}"
+    return " ".join(
+        f"Lost: the checkpoint of {t.output_id} ({t.checkpoint}) holds no offsets while topic "
+        f"{t.topic} holds records."
+        for t in lost
+    )
 
 
 def history_gaps(histories: Sequence[InputHistory]) -> list[str]:
@@ -97,8 +111,14 @@ def history_gaps(histories: Sequence[InputHistory]) -> list[str]:
         if history.compacted:
             gaps.append(f"topic {history.topic} is compacted")
             continue
-        trimmed = {p: o for p, o in sorted(history.first_offsets.items()) if o > 0}
+        trimmed = [(p, o) for p, o in sorted(history.first_offsets.items()) if o > 0]
         if trimmed:
-            starts = ", ".join(f"partition {p} starts at offset {o}" for p, o in trimmed.items())
-            gaps.append(f"topic {history.topic}: {starts}")
+            named = ", ".join(
+                f"partition {p} starts at offset {o}" for p, o in trimmed[:NAMED_PARTITIONS]
+            )
+            more = len(trimmed) - NAMED_PARTITIONS
+            gaps.append(
+                f"topic {history.topic}: {named}"
+                + (f" and {more} more partitions" if more > 0 else "")
+            )
     return gaps

@@ -129,14 +129,17 @@ def topic_status(
 
 
 def unavailable_message(reason: str) -> str:
-    """What to check when Kafka does not answer: the credentials when it refused them."""
-    if "authentication" in reason.lower():
+    """What to check when Kafka does not answer: the credentials when it refused the login,
+    the CA when TLS failed (kafka.admin leads the reason with which), else the address."""
+    if reason.startswith("Kafka refused the operator's login"):
         advice = (
-            "Check the operator's Kafka credentials (the Secret its chart values name) and the "
-            "SASL mechanism"
+            "Check the chart values kafka.credentialsSecret (its username and password) and "
+            "kafka.saslMechanism"
         )
-    elif "ssl" in reason.lower() or "certificate" in reason.lower():
-        advice = "Check the CA the operator trusts (RILLET_KAFKA_SSL_CA_LOCATION)"
+    elif reason.startswith("TLS with the brokers failed"):
+        advice = (
+            "Check the chart value kafka.caSecret (the CA that signed the brokers' certificates)"
+        )
     else:
         advice = "Check the bootstrap servers in the operator's settings and that the brokers run"
     return f"{reason}; retrying. {advice}."

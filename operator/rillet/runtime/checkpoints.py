@@ -7,6 +7,10 @@ It gathers the facts and lets `reconcile.checkpointloss` decide:
   their past: first offsets and cleanup.policy, from Kafka.
 A refusal raises `CheckpointLostError`; the driver ends with `CheckpointLostError: ...` as
 its termination message, which the operator turns into the App's Stalled condition.
+
+Recompute sets startingOffsets to earliest for every topic input, and the inputs are shared by
+the App's queries: a Topic output or dead-letter query whose checkpoint was lost with the
+Table's (the same volume) reads the whole history again too, and writes its records again.
 """
 
 from __future__ import annotations
@@ -30,8 +34,7 @@ log = logging.getLogger(__name__)
 TIMEOUT_SECONDS = 30.0
 
 
-class CheckpointLostError(RuntimeError):
-    """A Table output's checkpoint holds no offsets while the Table holds data."""
+CheckpointLostError = checkpointloss.CheckpointLostError
 
 
 def guard(spark: SparkSession, spec: apprun.RunSpec) -> apprun.RunSpec:
@@ -64,19 +67,22 @@ def guard(spark: SparkSession, spec: apprun.RunSpec) -> apprun.RunSpec:
 def lost_tables(spark: SparkSession, spec: apprun.RunSpec) -> list[checkpointloss.LostTable]:
     """The Table outputs whose checkpoint holds no offsets while their topic holds records."""
     fresh = [
-        o
-        for o in spec.outputs
-        if o.kind == "table" and not has_offsets(spark, apprun.output_checkpoint(spec, o))
+        (output, checkpoint)
+        for output in spec.outputs
+        if output.kind == "table"
+        and not has_offsets(spark, checkpoint := apprun.output_checkpoint(spec, output))
     ]
     if not fresh:
         return []
     lost = []
     with _watermark_reader(spec) as consumer:
-        for output in fresh:
-            held = sum(high - low for low, high in _watermarks(consumer, output.topic).values())
-            if held > 0:
+        for output, checkpoint in fresh:
+            # Any offset between the watermarks: a tombstone counts too (a deleted key was data).
+            if any(high > low for low, high in _watermarks(consumer, output.topic).values()):
                 lost.append(
-                    checkpointloss.LostTable(output_id=output.id, topic=output.topic, records=held)
+                    checkpointloss.LostTable(
+                        output_id=output.id, topic=output.topic, checkpoint=checkpoint
+                    )
                 )
     return lost
 

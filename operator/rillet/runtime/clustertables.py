@@ -4,10 +4,15 @@ Credentials and the default namespace come from where kubectl takes them: the in
 ServiceAccount, else the kubeconfig (KUBECONFIG or ~/.kube/config) and its current context's
 namespace, else `default`. With neither, there is no cluster to ask (`None`), and the caller
 reads TABLE as a topic name, as before.
+
+The topic is the one the operator reports (`status.topicName`: with namespace prefixing on it
+is `<namespace>.<name>`), else the spec's. Only the fields needed are read, so a Table written
+by a newer release of the CRD is still found.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, cast
 
@@ -15,7 +20,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from rillet.api.v1alpha1 import kinds, objects, tables
+from rillet.api.v1alpha1 import fields, objects
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 REQUEST_TIMEOUT_SECONDS = 10.0
@@ -25,28 +30,36 @@ class ClusterError(LookupError):
     """The cluster was asked and could not answer, or has no such Table."""
 
 
-def find_table(name: str, namespace: str | None) -> tables.Table | None:
+@dataclasses.dataclass(frozen=True)
+class ClusterTable:
+    """What reading a Table takes: its Kafka topic and key format."""
+
+    topic: str
+    key_format: fields.Format
+
+
+def find_table(name: str, namespace: str | None) -> ClusterTable | None:
     """The Table `name` in `namespace` (default: the context's), or None with no cluster."""
+    configuration = client.Configuration()
     try:
-        config.load_incluster_config()  # type: ignore[no-untyped-call]
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         default_namespace = SERVICE_ACCOUNT_NAMESPACE.read_text(encoding="utf-8").strip()
     except config.ConfigException:
         try:
-            config.load_kube_config()  # type: ignore[no-untyped-call]
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except (config.ConfigException, FileNotFoundError):
             return None
+        except Exception as error:  # an exec plugin that fails, a kubeconfig that does not parse
+            raise ClusterError(f"cannot load the kubeconfig: {error}") from None
         _, context = config.list_kube_config_contexts()  # type: ignore[no-untyped-call]
         default_namespace = (context or {}).get("context", {}).get("namespace") or "default"
+    configuration.retries = 0  # one try: a stale context should fail in seconds, not minutes
     namespace = namespace or default_namespace
     group, version = objects.API_VERSION.split("/")
+    api = client.CustomObjectsApi(client.ApiClient(configuration))
     try:
-        found = client.CustomObjectsApi().get_namespaced_custom_object(
-            group,
-            version,
-            namespace,
-            "tables",
-            name,
-            _request_timeout=REQUEST_TIMEOUT_SECONDS,
+        found = api.get_namespaced_custom_object(
+            group, version, namespace, "tables", name, _request_timeout=REQUEST_TIMEOUT_SECONDS
         )
     except ApiException as error:
         if error.status == 404:
@@ -62,6 +75,15 @@ def find_table(name: str, namespace: str | None) -> tables.Table | None:
             f"cannot reach the cluster of the kubeconfig ({type(error).__name__}); give --file "
             f"or --topic to read the Table without it"
         ) from None
-    table = kinds.parse(cast("dict[str, Any]", found))
-    assert isinstance(table, tables.Table)  # asked for a Table by its plural
-    return table
+    return _read(cast("dict[str, Any]", found), name)
+
+
+def _read(table: dict[str, Any], name: str) -> ClusterTable:
+    spec, status = table.get("spec") or {}, table.get("status") or {}
+    key_format = spec.get("keyFormat") or "string"
+    if key_format not in ("json", "string", "bytes"):
+        raise ClusterError(f"Table {name} has keyFormat {key_format!r}, which this CLI cannot read")
+    return ClusterTable(
+        topic=status.get("topicName") or spec.get("topicName") or name,
+        key_format=cast("fields.Format", key_format),
+    )

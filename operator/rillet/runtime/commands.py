@@ -403,18 +403,28 @@ def _table_topic(
     table: str, *, file: Path | None, topic: str | None, namespace: str | None, fmt: str | None
 ) -> tuple[str, fields.Format]:
     """The Table's topic and key format: from --file, else the cluster, else TABLE itself."""
-    try:
-        declared = apprun.table_in(load_manifests(file), table) if file else None
-    except ValueError as error:
-        raise typer.BadParameter(str(error), param_hint="--file") from None
-    if declared is None and topic is None:
+    if file is not None:
         try:
-            declared = clustertables.find_table(table, namespace)
-        except clustertables.ClusterError as error:
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(code=2) from None
-    topic = topic or (apprun.topic_name(declared) if declared else table)
-    return topic, _key_format(fmt or (declared.spec.key_format if declared else "string"))
+            declared = apprun.table_in(load_manifests(file), table)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--file") from None
+        return topic or apprun.topic_name(declared), _key_format(fmt or declared.spec.key_format)
+    if topic is not None:
+        return topic, _key_format(fmt or "string")
+    try:
+        found = clustertables.find_table(table, namespace)
+    except clustertables.ClusterError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    if found is None:
+        if namespace is not None:
+            raise typer.BadParameter(
+                "no cluster configured (no kubeconfig, not in a pod) to find the Table in: "
+                "give --file or --topic",
+                param_hint="-n",
+            )
+        return table, _key_format(fmt or "string")
+    return found.topic, _key_format(fmt or found.key_format)
 
 
 def _echo_change(entry: tables.Entry) -> None:

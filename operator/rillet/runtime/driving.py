@@ -264,12 +264,14 @@ def run(
     stop = threading.Event()
     try:
         with stop_on_signals(stop), (alongside or _nothing)(spark):
+            driver.start()
+            # Served once the queries run: a driver pod is Ready when its metrics port answers,
+            # so a driver that refuses to start (a lost checkpoint) is never Ready, even briefly.
             if run_options.metrics_port is not None:
                 port = driver.metrics.serve(
                     host=run_options.metrics_host, port=run_options.metrics_port
                 )
                 log.info("metrics on http://%s:%s/metrics", run_options.metrics_host, port)
-            driver.start()
             log.info("App %s.%s running %d queries", spec.namespace, spec.app, len(driver.queries))
             driver.wait(stop)
     finally:

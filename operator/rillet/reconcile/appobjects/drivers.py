@@ -40,8 +40,13 @@ DRIVER_PORTS: Final = (
 
 
 def render_run_spec(context: contexts.AppContext) -> str:
-    """The run spec as the JSON file the driver reads."""
-    return context.run_spec.model_dump_json()
+    """The run spec as the JSON file the driver reads.
+
+    Fields at their defaults are left out: the driver fills them in, and a runtime image older
+    than a field (an App's image is the user's, pinned) still reads a run spec that leaves the
+    field unset, instead of refusing a key it does not know.
+    """
+    return context.run_spec.model_dump_json(exclude_defaults=True)
 
 
 def render_executor_template(context: contexts.AppContext) -> str:
@@ -181,8 +186,9 @@ def _driver_mounts(context: contexts.AppContext) -> fragments.Fragment:
 def _driver_readiness(context: contexts.AppContext) -> fragments.Fragment:
     # The RPC port opens once the SparkContext runs: before that the App is still starting.
     return {
+        # The metrics port opens once the App's queries have started (runtime.driving.run).
         "readinessProbe": {
-            "tcpSocket": {"port": "driver-rpc"},
+            "tcpSocket": {"port": "metrics"},
             "periodSeconds": 5,
             "failureThreshold": 3,
         }
