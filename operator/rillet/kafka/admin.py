@@ -58,7 +58,15 @@ T = TypeVar("T")
 
 
 class KafkaUnavailableError(RuntimeError):
-    """No broker answered: nothing can be said about any topic."""
+    """No broker answered: nothing can be said about any topic.
+
+    `dropped`: every request was cut off by a dropped connection (a broker that died while
+    answering), which another broker may answer at once.
+    """
+
+    def __init__(self, message: str, *, dropped: bool = False) -> None:
+        super().__init__(message)
+        self.dropped = dropped
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -93,8 +101,15 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
     settled = {key: future.exception() or future.result() for key, future in futures.items()}
     errors = [r for r in settled.values() if isinstance(r, BaseException)]
     if errors and len(errors) == len(settled) and all(_unreachable(e) for e in errors):
-        raise KafkaUnavailableError(topicrequests.failure_of(errors[0]).message)
+        raise KafkaUnavailableError(
+            topicrequests.failure_of(errors[0]).message,
+            dropped=all(_code(e) == KafkaError._TRANSPORT for e in errors),
+        )
     return settled
+
+
+def _code(error: BaseException) -> int | None:
+    return error.args[0].code() if isinstance(error, KafkaException) else None
 
 
 def split_creates(topics: Sequence[DesiredTopic]) -> Iterator[list[DesiredTopic]]:
@@ -137,7 +152,16 @@ class TopicAdmin:
         """Each item's result: Kafka's answer, its exception, or the client's KafkaFailure."""
         futures, refused = topicrequests.submit(call, items, key)
         try:
-            settled = await _settle(futures) if futures else {}
+            try:
+                settled = await _settle(futures) if futures else {}
+            except KafkaUnavailableError as error:
+                if not error.dropped:
+                    raise
+                # A broker died mid-request (a lost node of three): the others answer a second
+                # send, and the topics never read as unavailable. Once only: a cluster that is
+                # down drops every connection again, and then it is unavailable.
+                futures, refused = topicrequests.submit(call, items, key)
+                settled = await _settle(futures) if futures else {}
         except KafkaUnavailableError as error:
             raise KafkaUnavailableError(self._explained(str(error))) from None
         finally:

@@ -13,7 +13,6 @@ unset. The runtime never looks for jars itself (it must not depend on the local 
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import logging
@@ -24,6 +23,7 @@ from typing import Annotated, Any
 import pydantic
 import typer
 import yaml
+from confluent_kafka import KafkaException
 
 from rillet.api.v1alpha1 import fields
 from rillet.reconcile import apprun
@@ -385,10 +385,15 @@ def table_get(
     if watch:
         for entry in found:
             _echo_change(entry)
-        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a watch, as kubectl's
+        try:
             for entry in later:
                 if entry.key is not None and tables.key_matches(entry.key, key, fmt):
                     _echo_change(entry)
+        except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
+            return
+        except KafkaException as error:  # the topic deleted, the cluster gone
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(code=2) from None
         return
     if not found:
         typer.echo(f"{table}: no key {key}", err=True)
