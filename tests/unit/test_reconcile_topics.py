@@ -210,8 +210,9 @@ def test_unreachable_kafka_is_progress_not_failure() -> None:
     [
         ("Local: Timed out (sasl_ssl://10.0.0.1:9093/bootstrap)", "Check the bootstrap servers"),
         (
-            "Kafka refused the operator's login (SASL authentication error: Authentication failed "
-            "due to invalid credentials with SASL mechanism SCRAM-SHA-512); Local: Timed out",
+            "Kafka at the configured bootstrap servers is unreachable: Kafka refused the "
+            "operator's login (SASL authentication error: Authentication failed due to invalid "
+            "credentials with SASL mechanism SCRAM-SHA-512); Local: Timed out",
             "Check the chart values kafka.credentialsSecret",
         ),
         (

@@ -133,7 +133,15 @@ class TopicAdmin:
         # The librdkafka logger is silenced: its connection errors would repeat every second
         # while Kafka is down, and the operator reports that state in statuses instead. Its
         # error callback keeps the last error that says why (a refused login, a certificate).
-        config: dict[str, Any] = {**client_config, "log_level": 3}
+        config: dict[str, Any] = {
+            **client_config,
+            "log_level": 3,
+            # Admin requests go to the broker the last metadata named controller; when that
+            # broker dies they wait for it until the next refresh (5 min by default), and every
+            # Topic would read KafkaUnavailable meanwhile. Refreshed often, the client moves on
+            # to a live broker within seconds.
+            "topic.metadata.refresh.interval.ms": 5000,
+        }
         config["error_cb"] = self._on_client_error
         self._client = AdminClient(config)
         self._timeout = timeout

@@ -130,13 +130,14 @@ def topic_status(
 
 def unavailable_message(reason: str) -> str:
     """What to check when Kafka does not answer: the credentials when it refused the login,
-    the CA when TLS failed (kafka.admin leads the reason with which), else the address."""
-    if reason.startswith("Kafka refused the operator's login"):
+    the CA when TLS failed (kafka.admin leads the client's reason with which), else the
+    address."""
+    if "Kafka refused the operator's login" in reason:
         advice = (
             "Check the chart values kafka.credentialsSecret (its username and password) and "
             "kafka.saslMechanism"
         )
-    elif reason.startswith("TLS with the brokers failed"):
+    elif "TLS with the brokers failed" in reason:
         advice = (
             "Check the chart value kafka.caSecret (the CA that signed the brokers' certificates)"
         )
