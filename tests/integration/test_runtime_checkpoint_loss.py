@@ -3,7 +3,8 @@
 Test plan (a word count upserting into a Table; the checkpoint directory deleted while the Table
 holds counts; words a a b, then a c after the loss):
 - with checkpoint.onLoss absent (Stall), the driver refuses to start with CheckpointLostError
-  naming the Table and the ways out, and the Table's topic is exactly as it was;
+  naming the Table and the ways out, and nothing is written to the Table's topic (its end
+  offsets are unchanged: compaction may rewrite the log meanwhile, so records are not compared);
 - Recompute, the input holding its whole history: the counts of every word ever read, although
   the input now says startingOffsets: latest (which alone would read nothing);
 - the checkpoint lost again and the input trimmed (records deleted up to offset 2): Recompute
@@ -92,7 +93,7 @@ def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
     shutil.rmtree(checkpoint)
     rt.produce(kafka_bootstrap, topics["words"], [(None, w) for w in ("a", "c")])
     _starting_offsets(documents, "latest")
-    before = rt.read_topic(kafka_bootstrap, topics["counts"])
+    before = rt.end_offsets(kafka_bootstrap, topics["counts"])
     with pytest.raises(checkpoints.CheckpointLostError) as stalled:
         run()
     assert str(stalled.value).startswith(
@@ -103,7 +104,8 @@ def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
         f"Lost: the checkpoint of table-counts ({checkpoint}/outputs/table-counts) holds no "
         f"offsets while topic {topics['counts']} holds records."
     )
-    assert rt.read_topic(kafka_bootstrap, topics["counts"]) == before
+    assert rt.end_offsets(kafka_bootstrap, topics["counts"]) == before  # not a record written
+    assert _counts(kafka_bootstrap, topics["counts"]) == {"a": 2, "b": 1}
 
     run(checkpoint_on_loss="Recompute")
     assert _counts(kafka_bootstrap, topics["counts"]) == {"a": 3, "b": 1, "c": 1}
@@ -112,14 +114,14 @@ def test_a_lost_checkpoint_stalls_and_each_choice_does_what_it_says(
     trimmed = kafka_admin.delete_records([TopicPartition(topics["words"], 0, 2)])
     for future in trimmed.values():
         future.result(timeout=30)
-    before = rt.read_topic(kafka_bootstrap, topics["counts"])
+    before = rt.end_offsets(kafka_bootstrap, topics["counts"])
     with pytest.raises(checkpoints.CheckpointLostError) as refused:
         run(checkpoint_on_loss="Recompute")
     assert (
         f"the inputs no longer hold their whole history (topic {topics['words']}: partition 0 "
         "starts at offset 2)"
     ) in str(refused.value)
-    assert rt.read_topic(kafka_bootstrap, topics["counts"]) == before
+    assert rt.end_offsets(kafka_bootstrap, topics["counts"]) == before
 
     _starting_offsets(documents, "earliest")
     run(checkpoint_on_loss="StartFresh")

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
+import select
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -182,7 +181,7 @@ def test_table_get_finds_the_table_through_the_cluster(
     assert elsewhere.returncode == 2
     assert f"no Table {name} in namespace default" in elsewhere.stderr
 
-    watching = subprocess.Popen(
+    with subprocess.Popen(
         [
             *CLI,
             "table",
@@ -197,43 +196,38 @@ def test_table_get_finds_the_table_through_the_cluster(
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
-        text=True,
         env={**os.environ, "KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        lines = _lines_of(watching)
-        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":3}'
-        producer.produce(kafka_name, key=b'{"user":"u2"}', value=b'{"user":"u2","n":1}')
-        producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":4}')
-        producer.produce(kafka_name, key=b'{"user":"u1"}', value=None)
-        assert producer.flush(30) == 0
-        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
-        assert next(lines) == '{"user":"u1"}\t(deleted)'
-    finally:
-        watching.send_signal(signal.SIGINT)
-        assert watching.wait(timeout=30) == 0, watching.stderr.read() if watching.stderr else ""
+    ) as watching:
+        try:
+            lines = _lines_of(watching)
+            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":3}'
+            producer.produce(kafka_name, key=b'{"user":"u2"}', value=b'{"user":"u2","n":1}')
+            producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":4}')
+            producer.produce(kafka_name, key=b'{"user":"u1"}', value=None)
+            assert producer.flush(30) == 0
+            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
+            assert next(lines) == '{"user":"u1"}\t(deleted)'
+        finally:
+            watching.send_signal(signal.SIGINT)
+            _, errors = watching.communicate(timeout=30)  # reads the rest, closes the pipes
+    assert watching.returncode == 0, errors.decode()
 
 
-def _lines_of(process: subprocess.Popen[str], *, timeout: float = 60) -> Iterator[str]:
+def _lines_of(process: subprocess.Popen[bytes], *, timeout: float = 60) -> Iterator[str]:
     """The process's output lines as they come; a line later than `timeout` s fails the test.
 
-    A thread reads them: several lines may arrive in one write, which a select() on the pipe
-    followed by readline() would leave in the stream's buffer, unseen."""
+    Read from the descriptor: several lines may come in one write, which a select() followed
+    by a buffered readline() would leave unseen in the stream's buffer."""
     assert process.stdout is not None
-    stdout = process.stdout
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def read() -> None:
-        for line in stdout:
-            lines.put(line.rstrip("\n"))
-        lines.put(None)
-
-    threading.Thread(target=read, daemon=True).start()
+    descriptor, pending = process.stdout.fileno(), b""
     while True:
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            raise AssertionError(f"no output line within {timeout}s") from None
-        if line is None:
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode()
+        ready, _, _ = select.select([descriptor], [], [], timeout)
+        if not ready:
+            raise AssertionError(f"no output line within {timeout}s")
+        chunk = os.read(descriptor, 65536)
+        if not chunk:
             raise AssertionError(f"the process ended (exit code {process.wait()})")
-        yield line
+        pending += chunk
