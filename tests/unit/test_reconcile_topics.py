@@ -200,6 +200,18 @@ def test_a_paused_object_keeps_only_a_true_ready(
     assert statuses.standing_condition(paused)["reason"] == "Paused"
 
 
+def test_a_change_kafka_does_not_show_yet_is_pending_not_ready() -> None:
+    """Ready says Kafka has the topic as declared: not while describe still lags a change."""
+    observed = ObservedTopic(
+        name="t", partitions=2, replication_factor=1, overrides={}, topic_id="x"
+    )
+
+    verdict = statuses.topic_verdict(SyncOutcome(observed=observed, lagging=True), kafka_name="t")
+
+    assert (verdict.state, verdict.reason) == ("progressing", "TopicPending")
+    assert "does not show it yet" in verdict.message
+
+
 def test_unreachable_kafka_is_progress_not_failure() -> None:
     verdict = statuses.topic_verdict(SyncOutcome(unavailable="no broker"), kafka_name="t")
     assert (verdict.state, verdict.reason) == ("progressing", "KafkaUnavailable")

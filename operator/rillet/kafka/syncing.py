@@ -234,7 +234,8 @@ class TopicSyncer:
         The controller commits a create, new partitions or a config change before every
         broker's metadata has it, so the describe right after can still miss it. Reporting that
         view would leave a new topic pending until the next resync. After CATCH_UP_SECONDS the
-        last view is reported as it is (the resync picks the topic up later).
+        last view is reported as lagging (TopicPending, not Ready: Kafka does not show the
+        change yet), and the resync picks the topic up later.
         """
         waiting = {request.desired.name: lag for request, lag in lagging}
         seen: dict[str, ObservedTopic | KafkaFailure | None] = {}
@@ -259,6 +260,8 @@ class TopicSyncer:
                 outcome = lag.outcome
                 if isinstance(found, ObservedTopic):
                     outcome = dataclasses.replace(outcome, observed=found)
+                if _lags(lag.desired, found):
+                    outcome = dataclasses.replace(outcome, lagging=True)
                 if not request.outcome.done():
                     request.outcome.set_result(outcome)
 

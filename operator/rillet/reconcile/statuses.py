@@ -161,6 +161,13 @@ def topic_verdict(outcome: SyncOutcome, *, kafka_name: str) -> Verdict:
         )
     if outcome.observed is None:
         return Verdict("progressing", "TopicPending", f"Kafka topic {kafka_name} not seen yet")
+    if outcome.lagging:
+        return Verdict(
+            "progressing",
+            "TopicPending",
+            f"Kafka accepted the change of topic {kafka_name}, but its metadata does not show it "
+            "yet; checking again at the next resync",
+        )
     observed = outcome.observed
     return Verdict(
         "ready",

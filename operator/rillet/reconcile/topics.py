@@ -78,6 +78,9 @@ class SyncOutcome:
     problems: tuple[Problem, ...] = ()
     unavailable: str | None = None  # Kafka could not be reached: the message says why
     superseded: bool = False  # a newer declaration was handled instead: report nothing
+    # Kafka accepted a change that describe still does not show (broker metadata lagging the
+    # controller past syncing.CATCH_UP_SECONDS): not Ready until a later pass sees it.
+    lagging: bool = False
 
 
 def plan(desired: DesiredTopic, observed: ObservedTopic | None) -> TopicPlan:
