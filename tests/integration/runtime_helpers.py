@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from rillet.devstack import spark as devspark
 from rillet.reconcile import apprun
@@ -163,13 +164,29 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         consumer.close()
 
 
+def _coordinator_moving(error: BaseException) -> bool:
+    """A group's coordinator loading or moving (a fresh cluster's first group): ask again."""
+    return isinstance(error, KafkaException) and error.args[0].code() in {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+
+
+@retry(
+    retry=retry_if_exception(_coordinator_moving),
+    stop=stop_after_delay(30),
+    wait=wait_fixed(0.2),
+    reraise=True,
+)
+def _committed(consumer: Consumer, wanted: list[TopicPartition]) -> list[TopicPartition]:
+    return consumer.committed(wanted, timeout=10)
+
+
 def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """Offsets the consumer group has committed on a topic (absent partitions left out)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        found = consumer.committed(
-            [TopicPartition(topic, p) for p in range(partitions)], timeout=10
-        )
+        found = _committed(consumer, [TopicPartition(topic, p) for p in range(partitions)])
         return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
     finally:
         consumer.close()
