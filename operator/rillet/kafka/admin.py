@@ -50,6 +50,10 @@ _EXPLAINING = {
     KafkaError._AUTHENTICATION: "Kafka refused the operator's login",
     KafkaError._SSL: "TLS with the brokers failed",
 }
+# A dropped connection, or a request that timed out waiting for its broker: librdkafka sends
+# admin requests to the controller of its last metadata and waits for that broker, which KRaft
+# reports alive until it fences it (broker.session.timeout.ms, 9 s by default).
+_LOST_BROKER = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -60,13 +64,14 @@ T = TypeVar("T")
 class KafkaUnavailableError(RuntimeError):
     """No broker answered: nothing can be said about any topic.
 
-    `dropped`: every request was cut off by a dropped connection (a broker that died while
-    answering), which another broker may answer at once.
+    `lost_broker`: every request was cut off by a dropped connection or timed out waiting for
+    one broker, as when the broker answering (or the one the last metadata named controller)
+    died; another broker may answer a second send.
     """
 
-    def __init__(self, message: str, *, dropped: bool = False) -> None:
+    def __init__(self, message: str, *, lost_broker: bool = False) -> None:
         super().__init__(message)
-        self.dropped = dropped
+        self.lost_broker = lost_broker
 
 
 def _unreachable(error: BaseException) -> bool:
@@ -103,7 +108,7 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
     if errors and len(errors) == len(settled) and all(_unreachable(e) for e in errors):
         raise KafkaUnavailableError(
             topicrequests.failure_of(errors[0]).message,
-            dropped=all(_code(e) == KafkaError._TRANSPORT for e in errors),
+            lost_broker=all(_code(e) in _LOST_BROKER for e in errors),
         )
     return settled
 
@@ -163,11 +168,12 @@ class TopicAdmin:
             try:
                 settled = await _settle(futures) if futures else {}
             except KafkaUnavailableError as error:
-                if not error.dropped:
+                if not error.lost_broker:
                     raise
-                # A broker died mid-request (a lost node of three): the others answer a second
-                # send, and the topics never read as unavailable. Once only: a cluster that is
-                # down drops every connection again, and then it is unavailable.
+                # A broker died mid-request or was the controller the client waited for (a lost
+                # node of three): by now metadata names a live one, the second send reaches
+                # it, and the topics never read as unavailable. Once only: a cluster that is
+                # down fails every request again, and then it is unavailable.
                 futures, refused = topicrequests.submit(call, items, key)
                 settled = await _settle(futures) if futures else {}
         except KafkaUnavailableError as error:
