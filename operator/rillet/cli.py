@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rillet.runtime import commands as runtime_commands
+from rillet.serving import commands as serving_commands
 
 if TYPE_CHECKING:
     from rillet.devstack.stack import StackState
@@ -30,9 +31,11 @@ operator_app = typer.Typer(help="The Kubernetes operator.")
 app.add_typer(operator_app, name="operator")
 crds_app = typer.Typer(help="The CustomResourceDefinitions, generated from the API models.")
 app.add_typer(crds_app, name="crds")
-runtime_commands.register(app)
+table_app = runtime_commands.register(app)
+serving_commands.register(table_app)
 
-RUNTIME_COMMANDS = ("run", "table")
+# The commands that run Spark: only they need its Kafka connector jars.
+RUNTIME_COMMANDS = ("run",)
 
 
 @app.callback()

@@ -32,10 +32,11 @@ class ClusterError(LookupError):
 
 @dataclasses.dataclass(frozen=True)
 class ClusterTable:
-    """What reading a Table takes: its Kafka topic and key format."""
+    """What reading a Table takes: its Kafka topic and the formats of its keys and values."""
 
     topic: str
     key_format: fields.Format
+    value_format: fields.Format = "json"
 
 
 def find_table(name: str, namespace: str | None) -> ClusterTable | None:
@@ -80,10 +81,15 @@ def find_table(name: str, namespace: str | None) -> ClusterTable | None:
 
 def _read(table: dict[str, Any], name: str) -> ClusterTable:
     spec, status = table.get("spec") or {}, table.get("status") or {}
-    key_format = spec.get("keyFormat") or "string"
-    if key_format not in ("json", "string", "bytes"):
-        raise ClusterError(f"Table {name} has keyFormat {key_format!r}, which this CLI cannot read")
     return ClusterTable(
         topic=status.get("topicName") or spec.get("topicName") or name,
-        key_format=cast("fields.Format", key_format),
+        key_format=_format(spec, "keyFormat", "string", name),
+        value_format=_format(spec, "valueFormat", "json", name),
     )
+
+
+def _format(spec: dict[str, Any], field: str, default: str, name: str) -> fields.Format:
+    value = spec.get(field) or default
+    if value not in ("json", "string", "bytes"):
+        raise ClusterError(f"Table {name} has {field} {value!r}, which this CLI cannot read")
+    return cast("fields.Format", value)

@@ -1,5 +1,5 @@
 """The runtime's commands: `rillet run` (an App on local Spark), `rillet drive` (the driver of an
-App in its pod on Kubernetes) and `rillet table get`.
+App in its pod on Kubernetes); `register` also adds `rillet table get` (runtime.tablecommands).
 
 `register(app)` adds them to the `rillet` command line. pyspark is imported only inside
 `rillet run` and `rillet drive`, never when this module is imported: the operator image imports
@@ -22,41 +22,22 @@ from typing import Annotated, Any
 
 import pydantic
 import typer
-import yaml
-from confluent_kafka import KafkaException
 
-from rillet.api.v1alpha1 import fields
 from rillet.reconcile import apprun
-from rillet.runtime import clustertables, tables
+from rillet.runtime import tablecommands
+from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
 
 JARS_ENV = "RILLET_SPARK_JARS"
-BOOTSTRAP_ENV = "RILLET_KAFKA_BOOTSTRAP"
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-
-BootstrapOption = Annotated[
-    str,
-    typer.Option(
-        "--bootstrap-servers",
-        "-b",
-        envvar=BOOTSTRAP_ENV,
-        help="Kafka bootstrap servers (host:port,...).",
-    ),
-]
 
 
-def register(app: typer.Typer) -> None:
-    """Add `run`, `drive` and `table get` to the `rillet` command line."""
+def register(app: typer.Typer) -> typer.Typer:
+    """Add `run`, `drive` and `table get` to the `rillet` command line; `rillet table`."""
     app.command("run")(run_app)
     app.command("drive")(drive_app)
-    table = typer.Typer(help="Read Tables from their compacted topics.", no_args_is_help=True)
-    table.command("get")(table_get)
+    table = typer.Typer(help="Read and serve Tables.", no_args_is_help=True)
+    table.command("get")(tablecommands.table_get)
     app.add_typer(table, name="table")
-
-
-def load_manifests(path: Path) -> list[dict[str, Any]]:
-    """The YAML documents of a manifest file (empty documents left out)."""
-    with path.open(encoding="utf-8") as stream:
-        return [d for d in yaml.safe_load_all(stream) if isinstance(d, dict)]
+    return table
 
 
 def parse_conf(pairs: list[str]) -> dict[str, str]:
@@ -301,144 +282,3 @@ def _existing(path: Path | None, option: str) -> str | None:
     if path is not None and not path.is_file():
         raise ValueError(f"{option}: no file {path}")
     return None if path is None else str(path)
-
-
-TableArgument = Annotated[
-    str, typer.Argument(help="The Table (its name, or its topic with --topic).")
-]
-KeyArgument = Annotated[
-    str,
-    typer.Argument(
-        help="The key: text for string keys, JSON for json keys (an object may give "
-        "some of the fields only)."
-    ),
-]
-FileOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--file",
-        "-f",
-        exists=True,
-        dir_okay=False,
-        help="YAML file defining the Table (for its topic and key format).",
-    ),
-]
-TopicOption = Annotated[
-    str | None, typer.Option(help="The Table's topic (default: from --file, else TABLE).")
-]
-KeyFormatOption = Annotated[
-    str | None, typer.Option(help="json, string or bytes (default: from --file, else string).")
-]
-TimeoutOption = Annotated[float, typer.Option(help="Seconds to read the topic in.")]
-TableNamespaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--namespace",
-        "-n",
-        help="Namespace of the Table in the cluster (default: the kubeconfig context's).",
-    ),
-]
-
-
-WatchOption = Annotated[
-    bool,
-    typer.Option(
-        "--watch",
-        "-w",
-        help="After the current value, print each change of the key as key<TAB>value "
-        "(<TAB>(deleted) for a tombstone) until interrupted.",
-    ),
-]
-
-
-def table_get(
-    table: TableArgument,
-    key: KeyArgument,
-    bootstrap_servers: BootstrapOption,
-    file: FileOption = None,
-    topic: TopicOption = None,
-    key_format: KeyFormatOption = None,
-    namespace: TableNamespaceOption = None,
-    watch: WatchOption = False,
-    timeout: TimeoutOption = 60.0,
-) -> None:
-    """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
-
-    The Table is found in --file, else in the cluster (kubeconfig, -n), else TABLE is read as a
-    topic; --topic names the topic outright. One exact match prints its value; a partial JSON
-    key prints `key<TAB>value` per match.
-    """
-    topic, fmt = _table_topic(table, file=file, topic=topic, namespace=namespace, fmt=key_format)
-    try:
-        if watch:
-            entries, later = tables.watch_changelog(
-                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
-            )
-        else:
-            entries = tables.read_changelog(
-                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
-            )
-    except (LookupError, TimeoutError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=2) from None
-    found = tables.lookup(tables.latest_per_key(entries), key, fmt)
-    if watch:
-        for entry in found:
-            _echo_change(entry)
-        try:
-            for entry in later:
-                if entry.key is not None and tables.key_matches(entry.key, key, fmt):
-                    _echo_change(entry)
-        except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
-            return
-        except KafkaException as error:  # the topic deleted, the cluster gone
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(code=2) from None
-        return
-    if not found:
-        typer.echo(f"{table}: no key {key}", err=True)
-        raise typer.Exit(code=1)
-    exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
-    for entry in found:
-        value = (entry.value or b"").decode(errors="replace")
-        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
-
-
-def _table_topic(
-    table: str, *, file: Path | None, topic: str | None, namespace: str | None, fmt: str | None
-) -> tuple[str, fields.Format]:
-    """The Table's topic and key format: from --file, else the cluster, else TABLE itself."""
-    if file is not None:
-        try:
-            declared = apprun.table_in(load_manifests(file), table)
-        except ValueError as error:
-            raise typer.BadParameter(str(error), param_hint="--file") from None
-        return topic or apprun.topic_name(declared), _key_format(fmt or declared.spec.key_format)
-    if topic is not None:
-        return topic, _key_format(fmt or "string")
-    try:
-        found = clustertables.find_table(table, namespace)
-    except clustertables.ClusterError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=2) from None
-    if found is None:
-        if namespace is not None:
-            raise typer.BadParameter(
-                "no cluster configured (no kubeconfig, not in a pod) to find the Table in: "
-                "give --file or --topic",
-                param_hint="-n",
-            )
-        return table, _key_format(fmt or "string")
-    return found.topic, _key_format(fmt or found.key_format)
-
-
-def _echo_change(entry: tables.Entry) -> None:
-    key = (entry.key or b"").decode(errors="replace")
-    value = "(deleted)" if entry.value is None else entry.value.decode(errors="replace")
-    typer.echo(f"{key}\t{value}")  # typer.echo flushes: a pipe sees each change at once
-
-
-def _key_format(text: str) -> fields.Format:
-    if text not in ("json", "string", "bytes"):
-        raise typer.BadParameter(f"{text!r}: use json, string or bytes", param_hint="--key-format")
-    return text  # type: ignore[return-value]  # checked just above

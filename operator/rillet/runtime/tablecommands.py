@@ -1,0 +1,164 @@
+"""`rillet table get`: the latest value of a key, found through --file, the cluster or --topic.
+
+`resolve_table` finds a Table's topic and formats the way every `rillet table` command does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from confluent_kafka import KafkaException
+
+from rillet.api.v1alpha1 import fields
+from rillet.reconcile import apprun
+from rillet.runtime import clustertables, tables
+from rillet.runtime.cliargs import BootstrapOption, load_manifests
+
+TableArgument = Annotated[
+    str, typer.Argument(help="The Table (its name, or its topic with --topic).")
+]
+KeyArgument = Annotated[
+    str,
+    typer.Argument(
+        help="The key: text for string keys, JSON for json keys (an object may give "
+        "some of the fields only)."
+    ),
+]
+FileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--file",
+        "-f",
+        exists=True,
+        dir_okay=False,
+        help="YAML file defining the Table (for its topic and key format).",
+    ),
+]
+TopicOption = Annotated[
+    str | None, typer.Option(help="The Table's topic (default: from --file, else TABLE).")
+]
+KeyFormatOption = Annotated[
+    str | None, typer.Option(help="json, string or bytes (default: from --file, else string).")
+]
+TimeoutOption = Annotated[float, typer.Option(help="Seconds to read the topic in.")]
+TableNamespaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace",
+        "-n",
+        help="Namespace of the Table in the cluster (default: the kubeconfig context's).",
+    ),
+]
+
+
+WatchOption = Annotated[
+    bool,
+    typer.Option(
+        "--watch",
+        "-w",
+        help="After the current value, print each change of the key as key<TAB>value "
+        "(<TAB>(deleted) for a tombstone) until interrupted.",
+    ),
+]
+
+
+def table_get(
+    table: TableArgument,
+    key: KeyArgument,
+    bootstrap_servers: BootstrapOption,
+    file: FileOption = None,
+    topic: TopicOption = None,
+    key_format: KeyFormatOption = None,
+    namespace: TableNamespaceOption = None,
+    watch: WatchOption = False,
+    timeout: TimeoutOption = 60.0,
+) -> None:
+    """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
+
+    The Table is found in --file, else in the cluster (kubeconfig, -n), else TABLE is read as a
+    topic; --topic names the topic outright. One exact match prints its value; a partial JSON
+    key prints `key<TAB>value` per match.
+    """
+    source = resolve_table(table, file=file, topic=topic, namespace=namespace, fmt=key_format)
+    topic, fmt = source.topic, source.key_format
+    try:
+        if watch:
+            entries, later = tables.watch_changelog(
+                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
+            )
+        else:
+            entries = tables.read_changelog(
+                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
+            )
+    except (LookupError, TimeoutError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    found = tables.lookup(tables.latest_per_key(entries), key, fmt)
+    if watch:
+        for entry in found:
+            _echo_change(entry)
+        try:
+            for entry in later:
+                if entry.key is not None and tables.key_matches(entry.key, key, fmt):
+                    _echo_change(entry)
+        except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
+            return
+        except KafkaException as error:  # the topic deleted, the cluster gone
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(code=2) from None
+        return
+    if not found:
+        typer.echo(f"{table}: no key {key}", err=True)
+        raise typer.Exit(code=1)
+    exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
+    for entry in found:
+        value = (entry.value or b"").decode(errors="replace")
+        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
+
+
+def resolve_table(
+    table: str, *, file: Path | None, topic: str | None, namespace: str | None, fmt: str | None
+) -> clustertables.ClusterTable:
+    """The Table's topic and formats: from --file, else the cluster, else TABLE itself."""
+    if file is not None:
+        try:
+            declared = apprun.table_in(load_manifests(file), table)
+        except ValueError as error:
+            raise typer.BadParameter(str(error), param_hint="--file") from None
+        return clustertables.ClusterTable(
+            topic=topic or apprun.topic_name(declared),
+            key_format=key_format_of(fmt or declared.spec.key_format),
+            value_format=declared.spec.value_format,
+        )
+    if topic is not None:
+        return clustertables.ClusterTable(topic=topic, key_format=key_format_of(fmt or "string"))
+    try:
+        found = clustertables.find_table(table, namespace)
+    except clustertables.ClusterError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    if found is None:
+        if namespace is not None:
+            raise typer.BadParameter(
+                "no cluster configured (no kubeconfig, not in a pod) to find the Table in: "
+                "give --file or --topic",
+                param_hint="-n",
+            )
+        return clustertables.ClusterTable(topic=table, key_format=key_format_of(fmt or "string"))
+    return dataclasses.replace(found, key_format=key_format_of(fmt or found.key_format))
+
+
+def _echo_change(entry: tables.Entry) -> None:
+    key = (entry.key or b"").decode(errors="replace")
+    value = "(deleted)" if entry.value is None else entry.value.decode(errors="replace")
+    typer.echo(f"{key}\t{value}")  # typer.echo flushes: a pipe sees each change at once
+
+
+def key_format_of(text: str, option: str = "--key-format") -> fields.Format:
+    """`text` as a key or value format, or a usage error naming `option`."""
+    if text not in ("json", "string", "bytes"):
+        raise typer.BadParameter(f"{text!r}: use json, string or bytes", param_hint=option)
+    return text  # type: ignore[return-value]  # checked just above

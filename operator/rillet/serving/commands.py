@@ -1,0 +1,89 @@
+"""`rillet table serve`: one Table's server (its topic followed into a store, read over HTTP).
+
+The Table is found as `rillet table get` finds it (--file, the cluster with -n, or --topic with
+--key-format and --value-format, which is how the operator starts it in a pod). Kafka security
+settings come from the RILLET_KAFKA_* environment, as for the operator (the chart's Secret).
+
+The store is rebuilt from the topic at every start, never resumed: while a server is down,
+compaction may remove a tombstone older than the topic's delete.retention.ms, and a resumed store
+would then serve a deleted key forever. Rebuilding 1,000,000 keys takes seconds
+(bench/tables.py), during which the server is not Ready.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from aiohttp import web
+
+from rillet.runtime import cliargs, tablecommands
+from rillet.serving import following, store
+from rillet.serving import web as serving_web
+from rillet.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+ValueFormatOption = Annotated[
+    str | None,
+    typer.Option(help="json, string or bytes (default: from --file or the cluster, else json)."),
+]
+PortOption = Annotated[int, typer.Option(help="HTTP port of lookups, probes and metrics.")]
+HostOption = Annotated[str, typer.Option(help="Address to listen on.")]
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store-dir",
+        file_okay=False,
+        help="Directory of the store, emptied at start (default: a temporary directory).",
+    ),
+]
+
+
+def register(table: typer.Typer) -> None:
+    """Add `serve` to `rillet table`."""
+    table.command("serve")(table_serve)
+
+
+def table_serve(
+    table: tablecommands.TableArgument,
+    bootstrap_servers: cliargs.BootstrapOption,
+    file: tablecommands.FileOption = None,
+    topic: tablecommands.TopicOption = None,
+    key_format: tablecommands.KeyFormatOption = None,
+    value_format: ValueFormatOption = None,
+    namespace: tablecommands.TableNamespaceOption = None,
+    port: PortOption = 8080,
+    host: HostOption = "0.0.0.0",
+    store_dir: StoreOption = None,
+) -> None:
+    """Serve TABLE over HTTP: GET /tables/TABLE/KEY answers from a local copy of its topic."""
+    logging.basicConfig(level=logging.INFO, format=cliargs.LOG_FORMAT)
+    source = tablecommands.resolve_table(
+        table, file=file, topic=topic, namespace=namespace, fmt=key_format
+    )
+    values = tablecommands.key_format_of(value_format or source.value_format, "--value-format")
+    directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    table_store = store.TableStore(directory / "table.sqlite", source.key_format)
+    follower = following.TableFollower(
+        kafka_config=KafkaSettings(bootstrap=bootstrap_servers).client_config(),
+        topic=source.topic,
+        store=table_store,
+    )
+    follower.start()
+    app = serving_web.application(
+        table=table, store=table_store, follower=follower, value_format=values
+    )
+    log.info("serving Table %s (topic %s) on %s:%d", table, source.topic, host, port)
+    try:
+        web.run_app(app, host=host, port=port, print=None, access_log=None)
+    finally:
+        follower.stop()
+        follower.join(timeout=10)
+        table_store.close()

@@ -1,0 +1,189 @@
+"""The Table server's HTTP API (aiohttp), its probes and its metrics.
+
+- `GET /tables/<table>/<key>`: the key's latest value. One exact match answers with the value
+  itself; a partial JSON key (a window's group fields) answers a JSON list of
+  `{"key": ..., "value": ...}` with the header `Rillet-Match: partial`; no match is 404.
+- `GET /tables/<table>?prefix=<p>&limit=<n>`: the entries whose key starts with `p`, in key
+  order (at most `limit`, default 100, never more than 10,000), as that JSON list.
+- `GET /readyz`: 200 once the store holds everything the topic held at start, else 503; a
+  lookup before then is 503 too, so no client reads a value older than the server's start.
+- `GET /healthz`: 200 while the process runs. `GET /metrics`: Prometheus text.
+
+Keys are taken as text (percent-decoded) and compared as `rillet table get` compares them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from rillet.api.v1alpha1 import fields
+from rillet.runtime import tables
+from rillet.serving.following import TableFollower
+from rillet.serving.store import TableStore
+
+MAX_LIMIT = 10_000
+_CONTENT_TYPES = {
+    "json": "application/json",
+    "string": "text/plain",
+    "bytes": "application/octet-stream",
+}
+
+
+class ServerMetrics:
+    """The server's Prometheus series, in a registry of its own."""
+
+    def __init__(self, follower: TableFollower) -> None:
+        self.registry = CollectorRegistry()
+        labels = {"table": follower.topic}
+        self.lookups = Counter(
+            "rillet_table_server_lookups",
+            "Lookups answered, by result (found, partial, missing, not_ready).",
+            ["table", "result"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "rillet_table_server_lookup_seconds",
+            "Time to answer a lookup, from request to response.",
+            ["table"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0),
+            registry=self.registry,
+        ).labels(**labels)
+        lag = Gauge(
+            "rillet_table_server_lag_records",
+            "Records written to the Table's topic and not yet in the server's store.",
+            ["table"],
+            registry=self.registry,
+        )
+        lag.labels(**labels).set_function(lambda: sum(follower.lag.values()))
+        keys = Gauge(
+            "rillet_table_server_keys",
+            "Keys the server's store holds.",
+            ["table"],
+            registry=self.registry,
+        )
+        keys.labels(**labels).set_function(follower.store.count)
+        ready = Gauge(
+            "rillet_table_server_ready",
+            "1 once the store has caught up with the topic as it was at start.",
+            ["table"],
+            registry=self.registry,
+        )
+        ready.labels(**labels).set_function(lambda: float(follower.caught_up.is_set()))
+
+
+def application(
+    *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
+) -> web.Application:
+    """The server's aiohttp application for one Table."""
+    metrics = ServerMetrics(follower)
+    value_type = _CONTENT_TYPES[value_format]
+
+    def answered(result: str, started: float) -> None:
+        metrics.lookups.labels(table=follower.topic, result=result).inc()
+        metrics.latency.observe(time.perf_counter() - started)
+
+    def unknown_table(name: str) -> web.Response | None:
+        if name == table:
+            return None
+        return _error(404, f"this server serves Table {table}, not {name}")
+
+    def not_ready() -> web.Response:
+        lag = sum(follower.lag.values())
+        behind = f" ({lag} records behind)" if lag else ""
+        return _error(503, f"Table {table} is still being read from its topic{behind}")
+
+    async def get_key(request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        if (wrong := unknown_table(request.match_info["table"])) is not None:
+            return wrong
+        if not follower.caught_up.is_set():
+            answered("not_ready", started)
+            return not_ready()
+        key = request.match_info["key"]
+        found = store.lookup(key)
+        if not found:
+            answered("missing", started)
+            return _error(404, f"Table {table} has no key {key}")
+        if len(found) == 1 and tables.same_key(found[0][0], key, store.key_format):
+            answered("found", started)
+            return web.Response(body=found[0][1], content_type=value_type)
+        answered("partial", started)
+        return _entries(found, store.key_format, value_format, partial=True)
+
+    async def get_prefixed(request: web.Request) -> web.Response:
+        if (wrong := unknown_table(request.match_info["table"])) is not None:
+            return wrong
+        if not follower.caught_up.is_set():
+            return not_ready()
+        try:
+            limit = min(int(request.query.get("limit", "100")), MAX_LIMIT)
+        except ValueError:
+            return _error(400, "limit must be a whole number")
+        found = store.prefixed(request.query.get("prefix", "").encode(), max(limit, 0))
+        return _entries(found, store.key_format, value_format, partial=False)
+
+    async def ready(_: web.Request) -> web.Response:
+        return web.Response(text="ready\n") if follower.caught_up.is_set() else not_ready()
+
+    async def healthy(_: web.Request) -> web.Response:
+        if not follower.is_alive():
+            return _error(500, f"the reader of Table {table}'s topic stopped (see the log)")
+        return web.Response(text="ok\n")
+
+    async def metrics_text(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(metrics.registry))
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return response
+
+    app = web.Application()
+    app.add_routes(
+        [
+            web.get("/tables/{table}/{key:.+}", get_key),
+            web.get("/tables/{table}", get_prefixed),
+            web.get("/readyz", ready),
+            web.get("/healthz", healthy),
+            web.get("/metrics", metrics_text),
+        ]
+    )
+    return app
+
+
+def _decoded(data: bytes, data_format: fields.Format) -> Any:
+    """JSON data as its value, other data as text (bytes as latin-1, which maps every byte)."""
+    if data_format == "json":
+        try:
+            return json.loads(data)
+        except ValueError:
+            pass
+    return data.decode("utf-8" if data_format == "string" else "latin-1", errors="replace")
+
+
+def _entries(
+    found: list[tuple[bytes, bytes]],
+    key_format: fields.Format,
+    value_format: fields.Format,
+    *,
+    partial: bool,
+) -> web.Response:
+    body = [
+        {"key": _decoded(key, key_format), "value": _decoded(value, value_format)}
+        for key, value in found
+    ]
+    headers = {"Rillet-Match": "partial"} if partial else None
+    return web.json_response(body, headers=headers)
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
