@@ -159,3 +159,17 @@ class AppSettings(BaseSettings):
         description="The apiserver as driver pods reach it (Spark's k8s:// master); unset: the "
         "address the operator itself uses (in a cluster, the kubernetes Service).",
     )
+
+
+class TableServerSettings(BaseSettings):
+    """How the operator runs Table servers (`spec.serve`)."""
+
+    model_config = SettingsConfigDict(env_prefix="RILLET_TABLE_SERVER_")
+
+    image: str = Field(
+        default="rillet/operator:0.1.0",
+        description="Image of Table server pods: the operator's own (the chart sets it).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="imagePullPolicy of Table server pods."
+    )

@@ -267,6 +267,17 @@ CASES: tuple[Case, ...] = (
     ),
     Case("table-global-string", table({"global": "yes"}), "spec.global"),
     Case(
+        "table-serve-replicas-zero",
+        table({"serve": {"replicas": 0}}),
+        "spec.serve.replicas in body should be greater than or equal to 1",
+    ),
+    Case(
+        "table-serve-memory-bytes-unit",
+        table({"serve": {"memory": "256MB"}}),
+        "spec.serve.memory in body should match",
+    ),
+    Case("table-serve-unknown-field", table({"serve": {"port": 80}}), "spec.serve.port"),
+    Case(
         "table-cleanup-policy-delete",
         table({"config": {"cleanup.policy": "delete"}}),
         "cleanup.policy of a Table must keep compaction",

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from rillet.handlers import apps, indexes, lifecycle, tables, topics
+from rillet.handlers import apps, indexes, lifecycle, tables, tableserving, topics
 
-__all__ = ["apps", "indexes", "lifecycle", "tables", "topics"]
+__all__ = ["apps", "indexes", "lifecycle", "tables", "tableserving", "topics"]

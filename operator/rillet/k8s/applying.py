@@ -1,4 +1,4 @@
-"""Applying an App's Kubernetes objects, and reading its driver and executor pods.
+"""Applying the Kubernetes objects of Apps and Table servers, and reading App pods.
 
 Objects go in by server-side apply as field manager `rillet-operator`, forced: the operator owns
 every field it sets on them, and a hand edit of one of those fields is taken back at the next
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
@@ -41,6 +41,8 @@ _PLURALS: Final = {
     "Role": "roles",
     "RoleBinding": "rolebindings",
     "StatefulSet": "statefulsets",
+    "Deployment": "deployments",
+    "NetworkPolicy": "networkpolicies",
     "Pod": "pods",
 }
 # Every pod of every App, driver or executor (all carry these labels).
@@ -205,6 +207,26 @@ class AppKube:
     async def apply(self, objects: appobjects.AppObjects) -> Applied:
         """Apply the App's objects in order; raises ApplyRefusedError for a refused object."""
         return await asyncio.to_thread(self._apply, objects)
+
+    def _apply_all(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        for obj in objects:
+            self._server_side_apply(obj)
+
+    async def apply_all(self, objects: Sequence[Mapping[str, Any]]) -> None:
+        """Apply objects in order; raises ApplyRefusedError for a refused object."""
+        await asyncio.to_thread(self._apply_all, objects)
+
+    def _delete_all(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            try:
+                self._call("DELETE", path, body={"propagationPolicy": "Background"})
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+
+    async def delete_all(self, paths: Sequence[str]) -> None:
+        """Delete the objects at `paths`; one already gone is fine."""
+        await asyncio.to_thread(self._delete_all, paths)
 
     async def driver_pod(self, namespace: str, app: str) -> dict[str, Any] | None:
         """The App's driver pod, None if there is none."""

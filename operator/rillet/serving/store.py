@@ -3,9 +3,9 @@
 The store holds what compaction converges to, as `rillet table get` computes it: per key, the
 newest record (by offset within a partition, by timestamp across partitions); a tombstone
 removes the key; a record without a key is left out. A tombstone is kept as a row without a
-value, so an older record of the key from another partition cannot bring it back. Records below a partition's log start
-offset are gone from Kafka (the retention of a windowed Table), and `forget_below` removes them
-here too, so an expired window is never served.
+value, so an older record of the key from another partition cannot bring it back. Records
+below a partition's log start offset are gone from Kafka (the retention of a windowed Table),
+and `forget_below` removes them here too, so an expired window is never served.
 
 Why SQLite, measured on this machine with 1,000,000 JSON keys (docs/tables.md): point reads
 took p99 22 us (rocksdict 9 us, lmdb 6 us), far below the HTTP round trip they sit in; a bulk

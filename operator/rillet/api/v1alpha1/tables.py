@@ -117,6 +117,33 @@ class Window(objects.WireModel):
     )
 
 
+class TableServing(objects.WireModel):
+    """A server the operator runs for the Table: it keeps the Table in a local store, read from
+    its topic, and answers `GET /tables/<name>/<key>` over HTTP in milliseconds."""
+
+    replicas: Annotated[int, Field(ge=1, le=20)] = Field(
+        default=1,
+        description="Server pods; each holds the whole Table and answers any key, so more "
+        "replicas add lookup throughput and availability, not capacity.",
+    )
+    cpu: fields.CpuQuantity = Field(default="250m", description="CPU request of each server pod.")
+    memory: fields.MemoryQuantity = Field(
+        default="256Mi",
+        description="Memory of each server pod (SQLite pages its store from disk: the Table "
+        "need not fit in memory).",
+    )
+    storage: fields.MemoryQuantity = Field(
+        default="1Gi",
+        description="Local disk of each server pod for its store (an emptyDir size limit); "
+        "about 100 bytes per key beyond the keys and values themselves.",
+    )
+    network_policy: bool = Field(
+        default=False,
+        description="Add a NetworkPolicy that admits lookups only from pods of the Table's "
+        "namespace (enforced by CNI plugins that implement NetworkPolicy).",
+    )
+
+
 class TableSpec(objects.WireModel):
     """The Table's changelog topic, record formats and windowing."""
 
@@ -186,6 +213,18 @@ class TableSpec(objects.WireModel):
         default="Retain",
         description=fields.DELETION_POLICY_DESCRIPTION,
     )
+    serve: TableServing | None = Field(
+        default=None,
+        description="Run a server for key lookups over HTTP (see docs/tables.md). Absent: the "
+        "Table is read by scanning its topic (`rillet table get`).",
+    )
+
+
+class TableServerStatus(objects.WireModel):
+    """Where the Table's server answers."""
+
+    service: str = Field(description="The server's Service, in the Table's namespace.")
+    url: str = Field(description="Lookups in the cluster: <url>/<key>.")
 
 
 class TableStatus(topics.TopicStatus):
@@ -195,6 +234,9 @@ class TableStatus(topics.TopicStatus):
     writers: list[str] | None = Field(
         default=None,
         description="Names of the Apps that write this Table (normally one).",
+    )
+    server: TableServerStatus | None = Field(
+        default=None, description="The Table's server, while spec.serve is set."
     )
 
 

@@ -1,0 +1,81 @@
+"""Table servers: the Deployment, Service and NetworkPolicy of each Table with `spec.serve`.
+
+Applied when a Table is created, resumed or its spec changes; removed when `spec.serve` is
+removed (deleting the Table deletes them through their owner reference). `status.server` says
+where lookups go. The Table's own conditions stay about its topic: the server's health is its
+Deployment's, which `kubectl rollout status` and GitOps tools read as usual.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pydantic
+
+from rillet.api.v1alpha1 import tables
+from rillet.handlers import indexes
+from rillet.handlers.tables import KIND, RESOURCE
+from rillet.k8s import applying
+from rillet.reconcile import tableservers
+from rillet.settings import TableServerSettings
+
+REFUSED = "ServerRefused"
+
+
+def _paths(namespace: str, name: str) -> list[str]:
+    server = tableservers.server_name(name)
+    return [
+        applying.object_path(api_version, kind, namespace, server)
+        for api_version, kind in (
+            ("networking.k8s.io/v1", "NetworkPolicy"),
+            ("v1", "Service"),
+            ("apps/v1", "Deployment"),
+        )
+    ]
+
+
+@kopf.on.resume(*RESOURCE)
+@kopf.on.create(*RESOURCE)
+@kopf.on.update(*RESOURCE, field="spec")
+async def serve_table(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+    metadata = body["metadata"]
+    name, namespace = str(metadata["name"]), str(metadata["namespace"])
+    try:
+        spec = tables.TableSpec.model_validate(dict(body.get("spec") or {}), strict=False)
+    except pydantic.ValidationError:
+        return  # the Table's reconcile reports an invalid spec
+    kube: applying.AppKube = memo.apps.kube
+    if spec.serve is None:
+        if (body.get("status") or {}).get("server") is not None:
+            await kube.delete_all(_paths(namespace, name))
+            patch.status["server"] = None
+        return
+    served = tableservers.ServedTable(
+        name=name,
+        namespace=namespace,
+        uid=str(metadata["uid"]),
+        topic=indexes.kafka_name(KIND, name, namespace, body.get("spec") or {}),
+        key_format=spec.key_format,
+        value_format=spec.value_format,
+        serving=spec.serve,
+    )
+    settings = TableServerSettings()
+    env = tableservers.ServerEnvironment(
+        image=settings.image,
+        image_pull_policy=settings.image_pull_policy,
+        kafka_bootstrap=memo.apps.env.kafka_bootstrap,
+    )
+    built = tableservers.server_objects(served, env)
+    try:
+        await kube.apply_all(built)
+        if not spec.serve.network_policy:
+            await kube.delete_all(_paths(namespace, name)[:1])
+    except applying.ApplyRefusedError as error:
+        message = f"{error}; fix spec.serve, or remove it to stop serving"
+        kopf.event(body, type="Warning", reason=REFUSED, message=message)
+        raise kopf.PermanentError(message) from None
+    patch.status["server"] = {
+        "service": tableservers.server_name(name),
+        "url": tableservers.lookup_url(served),
+    }

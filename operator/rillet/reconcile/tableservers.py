@@ -1,0 +1,210 @@
+"""The Kubernetes objects of a Table's server (pure): a Deployment, a Service, a NetworkPolicy.
+
+One Deployment per served Table, each replica holding the whole Table: any replica answers any
+key, the Service spreads lookups, and a replica that restarts rebuilds its store from the topic
+while the others answer. Routing lookups to the replica owning a key's partition would let a
+Table outgrow one pod's disk, at the price of a router; a Table that large is better read by an
+App (docs/tables.md).
+
+The pods run the operator's image (`rillet table serve`, no Spark) under the restricted Pod
+Security Standard, with no ServiceAccount token (the topic and formats come as arguments), a
+read-only root filesystem and the store on an emptyDir. They are Ready once caught up with the
+topic (`/readyz`), so a rollout or a restart never serves a Table that is still loading.
+Every object has the Table as controller owner: deleting the Table deletes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rillet.api.v1alpha1 import fields, objects, tables
+
+PORT: Final = 8080
+STORE_DIR: Final = "/var/lib/rillet"
+RUNTIME_UID: Final = 10001  # the operator image's user (images/operator/Dockerfile)
+SERVICE_NAME_MAX: Final = 63  # a Service name is a DNS-1035 label
+_SUFFIX: Final = "-server"
+_DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
+class ServerEnvironment:
+    """What every Table server is built with, from the operator's settings."""
+
+    image: str
+    image_pull_policy: str
+    kafka_bootstrap: str
+
+
+@dataclass(frozen=True)
+class ServedTable:
+    """The Table a server is built for."""
+
+    name: str
+    namespace: str
+    uid: str
+    topic: str
+    key_format: fields.Format
+    value_format: fields.Format
+    serving: tables.TableServing
+
+
+def server_name(table: str) -> str:
+    """The name of the Table's Deployment, Service and NetworkPolicy: `<table>-server`, or a
+    shortened form with a hash when that is no DNS-1035 label (dots, over 63 characters)."""
+    plain = f"{table}{_SUFFIX}"
+    if len(plain) <= SERVICE_NAME_MAX and _DNS_1035_LABEL.fullmatch(plain):
+        return plain
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    base = re.sub(r"[^a-z0-9-]", "-", table.lower()).strip("-")
+    if not base[:1].isalpha():
+        base = f"t-{base}"
+    room = SERVICE_NAME_MAX - len(_SUFFIX) - len(digest) - 1
+    return f"{base[:room].rstrip('-')}-{digest}{_SUFFIX}"
+
+
+def labels(table: str) -> dict[str, str]:
+    """The labels of every object of the Table's server."""
+    return {
+        "app.kubernetes.io/name": "rillet-table-server",
+        "app.kubernetes.io/instance": table,
+        "app.kubernetes.io/managed-by": "rillet",
+        "rillet.io/table": table,
+    }
+
+
+def lookup_url(served: ServedTable) -> str:
+    """Where pods of the cluster look keys up: `<url>/<key>`."""
+    service = server_name(served.name)
+    return f"http://{service}.{served.namespace}.svc:{PORT}/tables/{served.name}"
+
+
+def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
+    """The server's objects in apply order (the NetworkPolicy only when asked for)."""
+    built = [_deployment(served, env), _service(served)]
+    if served.serving.network_policy:
+        built.append(_network_policy(served))
+    return built
+
+
+def _metadata(served: ServedTable) -> dict[str, Any]:
+    return {
+        "name": server_name(served.name),
+        "namespace": served.namespace,
+        "labels": labels(served.name),
+        "ownerReferences": [
+            {
+                "apiVersion": objects.API_VERSION,
+                "kind": "Table",
+                "name": served.name,
+                "uid": served.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    }
+
+
+def _selector(served: ServedTable) -> dict[str, str]:
+    return {"rillet.io/table": served.name, "app.kubernetes.io/name": "rillet-table-server"}
+
+
+def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
+    serving = served.serving
+    probe = {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 2}
+    return {
+        "name": "server",
+        "image": env.image,
+        "imagePullPolicy": env.image_pull_policy,
+        "args": [
+            "table",
+            "serve",
+            served.name,
+            f"--topic={served.topic}",
+            f"--key-format={served.key_format}",
+            f"--value-format={served.value_format}",
+            f"--port={PORT}",
+            f"--store-dir={STORE_DIR}/store",
+        ],
+        "env": [{"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap}],
+        "ports": [{"name": "http", "containerPort": PORT}],
+        "readinessProbe": probe,
+        # Generous: a store rebuild of a large Table takes a while, and is not a hang.
+        "startupProbe": {
+            "httpGet": {"path": "/healthz", "port": "http"},
+            "periodSeconds": 2,
+            "failureThreshold": 30,
+        },
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+        "resources": {
+            "requests": {"cpu": str(serving.cpu), "memory": str(serving.memory)},
+            "limits": {"memory": str(serving.memory)},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+        },
+        "volumeMounts": [{"name": "store", "mountPath": STORE_DIR}],
+    }
+
+
+def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(served),
+        "spec": {
+            "replicas": served.serving.replicas,
+            "selector": {"matchLabels": _selector(served)},
+            # A new replica is Ready only once caught up: the old one answers until then.
+            "strategy": {"rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+            "template": {
+                "metadata": {"labels": labels(served.name)},
+                "spec": {
+                    "automountServiceAccountToken": False,
+                    "enableServiceLinks": False,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUNTIME_UID,
+                        "runAsGroup": RUNTIME_UID,
+                        "fsGroup": RUNTIME_UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [_container(served, env)],
+                    "volumes": [
+                        {"name": "store", "emptyDir": {"sizeLimit": str(served.serving.storage)}}
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _service(served: ServedTable) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(served),
+        "spec": {
+            "selector": _selector(served),
+            "ports": [{"name": "http", "port": PORT, "targetPort": "http"}],
+        },
+    }
+
+
+def _network_policy(served: ServedTable) -> dict[str, Any]:
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(served),
+        "spec": {
+            "podSelector": {"matchLabels": _selector(served)},
+            "policyTypes": ["Ingress"],
+            # Any pod of the namespace (an empty podSelector), on the server's port only.
+            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": PORT}]}],
+        },
+    }

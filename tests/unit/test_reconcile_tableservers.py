@@ -1,0 +1,102 @@
+"""The objects of a Table's server, as the operator applies them.
+
+Test plan:
+- the server's name is `<table>-server` when that is a Service name; a Table name with dots,
+  or too long, gets a valid, distinct, stable name;
+- the Deployment runs `rillet table serve` on the Table's topic and formats, under the
+  restricted profile (non-root, no escalation, no capabilities, RuntimeDefault seccomp, read-only
+  root), without a ServiceAccount token, with the store on a size-limited emptyDir, Ready only
+  on /readyz, and rolls one new pod in before an old one goes;
+- every object is controlled by the Table (deleted with it); the Service selects the pods;
+- the NetworkPolicy exists only when asked for, and admits the namespace's pods on the port.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rillet.api.v1alpha1 import tables
+from rillet.reconcile import tableservers
+
+ENV = tableservers.ServerEnvironment(
+    image="rillet/operator:test", image_pull_policy="Never", kafka_bootstrap="kafka:9092"
+)
+
+
+def _served(name: str = "counts", **serving: object) -> tableservers.ServedTable:
+    return tableservers.ServedTable(
+        name=name,
+        namespace="shop",
+        uid="u-1",
+        topic=f"shop.{name}",
+        key_format="json",
+        value_format="json",
+        serving=tables.TableServing.model_validate(serving),
+    )
+
+
+def test_server_names_are_service_names() -> None:
+    assert tableservers.server_name("counts") == "counts-server"
+    dotted = tableservers.server_name("page.views")
+    long = tableservers.server_name("a" * 60)
+    digit = tableservers.server_name("7days")
+    for name in (dotted, long, digit):
+        assert len(name) <= 63
+        assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name), name
+    assert dotted.startswith("page-views-")
+    assert tableservers.server_name("page.views") == dotted
+    assert tableservers.server_name("page-views") != dotted  # distinct from the plain name
+
+
+def test_the_deployment_serves_the_table_under_the_restricted_profile() -> None:
+    deployment, service = tableservers.server_objects(_served(replicas=2, memory="512Mi"), ENV)
+
+    assert deployment["kind"] == "Deployment"
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "rillet/operator:test"
+    assert container["args"][:3] == ["table", "serve", "counts"]
+    assert "--topic=shop.counts" in container["args"]
+    assert "--key-format=json" in container["args"]
+    assert {"name": "RILLET_KAFKA_BOOTSTRAP", "value": "kafka:9092"} in container["env"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["limits"] == {"memory": "512Mi"}
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+    (volume,) = pod["volumes"]
+    assert volume["emptyDir"] == {"sizeLimit": "1Gi"}
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+
+    selected = service["spec"]["selector"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selected.items() <= labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"] == selected
+
+
+def test_every_object_is_controlled_by_the_table() -> None:
+    for built in tableservers.server_objects(_served(networkPolicy=True), ENV):
+        (owner,) = built["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["uid"]) == ("Table", "counts", "u-1")
+        assert owner["controller"] is True
+        assert built["metadata"]["namespace"] == "shop"
+
+
+def test_the_network_policy_only_when_asked_for() -> None:
+    kinds = [o["kind"] for o in tableservers.server_objects(_served(), ENV)]
+    assert kinds == ["Deployment", "Service"]
+
+    *_, policy = tableservers.server_objects(_served(networkPolicy=True), ENV)
+    assert policy["kind"] == "NetworkPolicy"
+    (rule,) = policy["spec"]["ingress"]
+    assert rule == {"from": [{"podSelector": {}}], "ports": [{"port": tableservers.PORT}]}
+
+
+def test_the_lookup_url_names_the_service_in_the_namespace() -> None:
+    assert tableservers.lookup_url(_served()) == "http://counts-server.shop.svc:8080/tables/counts"
