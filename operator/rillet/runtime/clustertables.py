@@ -8,6 +8,10 @@ reads TABLE as a topic name, as before.
 The topic is the one the operator reports (`status.topicName`: with namespace prefixing on it
 is `<namespace>.<name>`), else the spec's. Only the fields needed are read, so a Table written
 by a newer release of the CRD is still found.
+
+A Table with a server (`status.server`) is asked through the apiserver's proxy to its Service,
+so a lookup from outside the cluster needs nothing but the kubeconfig (and the right to get
+services/proxy in the namespace).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import quote
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -31,12 +36,33 @@ class ClusterError(LookupError):
 
 
 @dataclasses.dataclass(frozen=True)
+class ServerRoute:
+    """How to reach a Table's server: its Service, through the apiserver's proxy."""
+
+    configuration: client.Configuration
+    namespace: str
+    service: str
+    table: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerAnswer:
+    """A Table server's HTTP answer to a lookup."""
+
+    status: int
+    body: bytes
+    partial: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class ClusterTable:
-    """What reading a Table takes: its Kafka topic and the formats of its keys and values."""
+    """What reading a Table takes: its Kafka topic and the formats of its keys and values, and
+    its server if it has one."""
 
     topic: str
     key_format: fields.Format
     value_format: fields.Format = "json"
+    server: ServerRoute | None = None
 
 
 def find_table(name: str, namespace: str | None) -> ClusterTable | None:
@@ -76,7 +102,41 @@ def find_table(name: str, namespace: str | None) -> ClusterTable | None:
             f"cannot reach the cluster of the kubeconfig ({type(error).__name__}); give --file "
             f"or --topic to read the Table without it"
         ) from None
-    return _read(cast("dict[str, Any]", found), name)
+    body = cast("dict[str, Any]", found)
+    table = _read(body, name)
+    service = ((body.get("status") or {}).get("server") or {}).get("service")
+    if service:
+        route = ServerRoute(configuration, namespace, str(service), name)
+        table = dataclasses.replace(table, server=route)
+    return table
+
+
+def ask_server(route: ServerRoute, key: str) -> ServerAnswer:
+    """GET /tables/<table>/<key> of the Table's server through the apiserver's service proxy.
+
+    The proxy's own refusals come back as answers too: 503 while the Service has no Ready
+    endpoint (every replica still loading), 403 without the right to proxy."""
+    api = client.ApiClient(route.configuration)
+    path = (
+        f"/api/v1/namespaces/{quote(route.namespace)}/services/{quote(route.service)}:http"
+        f"/proxy/tables/{quote(route.table)}/{quote(key, safe='')}"
+    )
+    request = api.param_serialize(
+        method="GET",
+        resource_path=path,
+        header_params={"Accept": "*/*"},
+        auth_settings=["BearerToken"],
+    )
+    try:
+        response = api.call_api(*request, _request_timeout=REQUEST_TIMEOUT_SECONDS)
+        response.read()  # type: ignore[no-untyped-call]
+    except HTTPError as error:
+        raise ClusterError(f"cannot reach the cluster ({type(error).__name__})") from None
+    return ServerAnswer(
+        status=response.status,
+        body=response.data or b"",
+        partial=response.getheader("Rillet-Match") == "partial",  # type: ignore[no-untyped-call]
+    )
 
 
 def _read(table: dict[str, Any], name: str) -> ClusterTable:

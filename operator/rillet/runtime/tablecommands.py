@@ -1,14 +1,20 @@
 """`rillet table get`: the latest value of a key, found through --file, the cluster or --topic.
 
 `resolve_table` finds a Table's topic and formats the way every `rillet table` command does.
+A lookup goes to the Table's server when there is one (`--server`, else the one the cluster
+names in the Table's status, through the apiserver's proxy), and falls back to scanning the
+topic when that server cannot answer yet (still loading, no Ready replica), saying so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
+from urllib.parse import quote
 
+import httpx
 import typer
 from confluent_kafka import KafkaException
 
@@ -65,6 +71,16 @@ WatchOption = Annotated[
 ]
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="URL of the Table's server, e.g. http://localhost:8080 through kubectl "
+        "port-forward (default: the server the cluster names for the Table, if any).",
+    ),
+]
+
+
 def table_get(
     table: TableArgument,
     key: KeyArgument,
@@ -74,15 +90,19 @@ def table_get(
     key_format: KeyFormatOption = None,
     namespace: TableNamespaceOption = None,
     watch: WatchOption = False,
+    server: ServerOption = None,
     timeout: TimeoutOption = 60.0,
 ) -> None:
     """Print the latest value of KEY in a Table; exit 1 if the Table has no such key.
 
     The Table is found in --file, else in the cluster (kubeconfig, -n), else TABLE is read as a
-    topic; --topic names the topic outright. One exact match prints its value; a partial JSON
-    key prints `key<TAB>value` per match.
+    topic; --topic names the topic outright. Its server answers when it has one, else its topic
+    is read. One exact match prints its value; a partial JSON key prints `key<TAB>value` per
+    match.
     """
     source = resolve_table(table, file=file, topic=topic, namespace=namespace, fmt=key_format)
+    if not watch and _answered_by_server(source, server, table, key):
+        return
     topic, fmt = source.topic, source.key_format
     try:
         if watch:
@@ -149,6 +169,67 @@ def resolve_table(
             )
         return clustertables.ClusterTable(topic=table, key_format=key_format_of(fmt or "string"))
     return dataclasses.replace(found, key_format=key_format_of(fmt or found.key_format))
+
+
+def _ask(
+    source: clustertables.ClusterTable, server: str | None, table: str, key: str
+) -> clustertables.ServerAnswer | None:
+    """The server's answer, None without a server to ask."""
+    if server is not None:
+        url = f"{server.rstrip('/')}/tables/{quote(table, safe='')}/{quote(key, safe='')}"
+        try:
+            response = httpx.get(url, timeout=10.0)
+        except httpx.HTTPError as error:
+            typer.echo(f"error: the server at {server} did not answer: {error}", err=True)
+            raise typer.Exit(code=2) from None
+        partial = response.headers.get("Rillet-Match") == "partial"
+        return clustertables.ServerAnswer(response.status_code, response.content, partial)
+    if source.server is None:
+        return None
+    try:
+        return clustertables.ask_server(source.server, key)
+    except clustertables.ClusterError as error:
+        typer.echo(f"note: {error}; reading the topic instead", err=True)
+        return None
+
+
+def _answered_by_server(
+    source: clustertables.ClusterTable, server: str | None, table: str, key: str
+) -> bool:
+    """Print the server's answer and say whether it answered; exit 1 if it has no such key."""
+    answer = _ask(source, server, table, key)
+    if answer is None:
+        return False
+    if answer.status == 200 and not answer.partial:
+        typer.echo(answer.body.decode(errors="replace"))
+        return True
+    if answer.status == 200:
+        for match in json.loads(answer.body):
+            typer.echo(f"{_text(match['key'])}\t{_text(match['value'])}")
+        return True
+    error = _server_error(answer.body)
+    if answer.status == 404 and error is not None:  # the server's own 404, not the proxy's
+        typer.echo(f"{table}: no key {key}", err=True)
+        raise typer.Exit(code=1)
+    why = error or answer.body.decode(errors="replace")[:200]
+    typer.echo(
+        f"note: the Table's server answered {answer.status} ({why}); reading the topic", err=True
+    )
+    return False
+
+
+def _server_error(body: bytes) -> str | None:
+    """The message of a Table server's error answer (`{"error": ...}`), None for others."""
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    return str(parsed["error"]) if isinstance(parsed, dict) and "error" in parsed else None
+
+
+def _text(value: Any) -> str:
+    """A key or value as `rillet table get` prints it: text as is, JSON compact."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
 def _echo_change(entry: tables.Entry) -> None:

@@ -44,6 +44,15 @@ StoreOption = Annotated[
 ]
 
 
+RefreshOption = Annotated[
+    float,
+    typer.Option(
+        help="Seconds between measuring lag, assigning new partitions and dropping what "
+        "retention removed from the topic."
+    ),
+]
+
+
 def register(table: typer.Typer) -> None:
     """Add `serve` to `rillet table`."""
     table.command("serve")(table_serve)
@@ -60,6 +69,7 @@ def table_serve(
     port: PortOption = 8080,
     host: HostOption = "0.0.0.0",
     store_dir: StoreOption = None,
+    refresh_seconds: RefreshOption = 10.0,
 ) -> None:
     """Serve TABLE over HTTP: GET /tables/TABLE/KEY answers from a local copy of its topic."""
     logging.basicConfig(level=logging.INFO, format=cliargs.LOG_FORMAT)
@@ -75,6 +85,7 @@ def table_serve(
         kafka_config=KafkaSettings(bootstrap=bootstrap_servers).client_config(),
         topic=source.topic,
         store=table_store,
+        refresh_seconds=refresh_seconds,
     )
     follower.start()
     app = serving_web.application(

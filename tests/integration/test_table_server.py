@@ -1,0 +1,241 @@
+"""A Table's server (`rillet table serve`) on real Kafka: lookups, following, retention, restart.
+
+Test plan (a compact,delete topic of three partitions with JSON keys, as a windowed Table's,
+written by a producer; the server runs as its own process, as in its pod):
+- once Ready, it answers an exact key with the stored value (whatever the JSON spacing of the
+  key asked), a partial object with every matching window (header Rillet-Match: partial), a
+  tombstoned key and a key never written with 404; a key-less record is left out;
+- `rillet table get --server` prints what the server answers (with no Kafka reachable), and
+  exits 1 for a missing key;
+- it follows the topic: a new value and a tombstone written after it became Ready are served
+  within seconds; its metrics count its keys and show no lag;
+- records deleted below a partition's log start (what retention does to a windowed Table; done
+  here with DeleteRecords) disappear from its answers, and the other partitions' stay;
+- restarted after a tombstone and an update were written while it was down, it answers 503
+  until caught up, never the stale value, then the deleted key is 404 and the update served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.devstack import processes
+
+from .polling import wait_for
+
+CLI = (sys.executable, "-m", "rillet.cli")
+TABLE = "profiles"
+USERS = 30
+
+
+class TrackedProducer:
+    """A producer that remembers the partition of each key's last acknowledged record."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap})
+        self.partition_of: dict[bytes, int] = {}
+
+    def _delivered(self, error: KafkaError | None, message: Message) -> None:
+        assert error is None, error
+        key = message.key()
+        if key is not None:
+            self.partition_of[key] = message.partition() or 0
+
+    def send(self, key: bytes | None, value: bytes | None) -> None:
+        self.producer.produce(self.topic, key=key, value=value, on_delivery=self._delivered)
+
+    def flush(self) -> None:
+        assert self.producer.flush(30) == 0
+
+
+def _key(user: str) -> str:
+    return json.dumps({"user": user}, separators=(",", ":"))
+
+
+def _value(user: str, visits: int) -> bytes:
+    return json.dumps({"user": user, "visits": visits}, separators=(",", ":")).encode()
+
+
+@contextlib.contextmanager
+def _serving(bootstrap: str, topic: str, store: Path) -> Iterator[str]:
+    """`rillet table serve` on a free port; its URL. Stopped (SIGTERM) afterwards."""
+    port = processes.free_port()
+    command = [
+        *CLI,
+        "table",
+        "serve",
+        TABLE,
+        f"--topic={topic}",
+        "--key-format=json",
+        "--value-format=json",
+        f"--port={port}",
+        f"--store-dir={store}",
+        "--refresh-seconds=1",
+        "--host=127.0.0.1",
+    ]
+    log = store.parent / f"server-{port}.log"
+    env = {**os.environ, "RILLET_KAFKA_BOOTSTRAP": bootstrap}
+    with (
+        log.open("wb") as out,
+        subprocess.Popen(command, stdout=out, stderr=out, env=env) as server,
+    ):
+        try:
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    assert server.returncode == 0, log.read_text()[-3000:]
+
+
+def _get(url: str, key: str) -> httpx.Response:
+    return httpx.get(f"{url}/tables/{TABLE}/{quote(key, safe='')}", timeout=10)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+    except httpx.TransportError:  # not listening yet
+        return False
+
+
+def _metric(url: str, name: str) -> float:
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.startswith(f"{name}{{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} in the server's metrics")
+
+
+def _table_get(url: str, topic: str, key: str) -> subprocess.CompletedProcess[str]:
+    # -b: nothing listens there, so the answer can only come from the server.
+    options = ["--topic", topic, "--key-format", "json", "--server", url, "-b", "127.0.0.1:1"]
+    return subprocess.run(
+        [*CLI, "table", "get", TABLE, key, *options],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _answers_only_fresh_values(url: str, deleted: str, updated: str) -> bool:
+    """Whether the server is Ready; until then every lookup must be 503 (or no answer yet)."""
+    for key in (deleted, updated):
+        try:
+            answer = _get(url, key)
+        except httpx.TransportError:
+            return False
+        if not _ready(url):
+            assert answer.status_code == 503, (key, answer.status_code, answer.text)
+            return False
+    return True
+
+
+def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_values(
+    kafka_bootstrap: str, kafka_admin: AdminClient, kafka_prefix: str, tmp_path: Path
+) -> None:
+    topic = f"{kafka_prefix}-profiles"
+    windowed_table_config = {"cleanup.policy": "compact,delete", "retention.ms": "-1"}
+    created = kafka_admin.create_topics(
+        [NewTopic(topic, 3, 1, config=windowed_table_config)], operation_timeout=30
+    )
+    created[topic].result(timeout=60)
+    writer = TrackedProducer(kafka_bootstrap, topic)
+    for n in range(1, USERS + 1):
+        writer.send(_key(f"u{n}").encode(), _value(f"u{n}", n))
+    windows = [("/home", "10:00", 3), ("/home", "10:05", 1), ("/cart", "10:00", 9)]
+    for page, start, views in windows:
+        key = json.dumps({"page": page, "start": start}, separators=(",", ":")).encode()
+        writer.send(key, json.dumps({"views": views}).encode())
+    writer.send(_key("u3").encode(), None)  # a tombstone
+    writer.send(None, b'{"orphan": true}')  # no key: left out
+    writer.flush()
+    store = tmp_path / "store"
+
+    with _serving(kafka_bootstrap, topic, store) as url:
+        wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
+
+        assert _get(url, _key("u1")).json() == {"user": "u1", "visits": 1}
+        assert _get(url, '{ "user" : "u2" }').json() == {"user": "u2", "visits": 2}
+        assert _get(url, _key("u3")).status_code == 404
+        assert _get(url, _key("u99")).status_code == 404
+        home = _get(url, '{"page":"/home"}')
+        assert home.headers["Rillet-Match"] == "partial"
+        assert [(m["key"]["start"], m["value"]["views"]) for m in home.json()] == [
+            ("10:00", 3),
+            ("10:05", 1),
+        ]
+        assert _metric(url, "rillet_table_server_keys") == USERS - 1 + len(windows)
+
+        found = _table_get(url, topic, '{"user": "u1"}')
+        assert (found.returncode, found.stdout) == (0, '{"user":"u1","visits":1}\n'), found.stderr
+        missing = _table_get(url, topic, '{"user": "u99"}')
+        assert missing.returncode == 1, missing.stderr
+
+        writer.send(_key("u1").encode(), _value("u1", 100))
+        writer.send(_key("u2").encode(), None)
+        writer.flush()
+        wait_for(
+            lambda: (
+                _get(url, _key("u1")).json() == {"user": "u1", "visits": 100}
+                and _get(url, _key("u2")).status_code == 404
+            ),
+            timeout=30,
+            what="a new value and a tombstone to be served",
+        )
+        wait_for(
+            lambda: _metric(url, "rillet_table_server_lag_records") == 0, timeout=30, what="no lag"
+        )
+
+        # Retention: every record of u4's partition so far is gone from Kafka.
+        gone_partition = writer.partition_of[_key("u4").encode()]
+        _, end = _watermarks(kafka_bootstrap, topic, gone_partition)
+        deleted = kafka_admin.delete_records([TopicPartition(topic, gone_partition, end)])
+        for future in deleted.values():
+            future.result(timeout=30)
+        kept = [
+            n
+            for n in range(4, USERS + 1)
+            if writer.partition_of[_key(f"u{n}").encode()] != gone_partition
+        ]
+        wait_for(
+            lambda: _get(url, _key("u4")).status_code == 404,
+            timeout=30,
+            what="u4 to go with its partition's records",
+        )
+        assert all(_get(url, _key(f"u{n}")).status_code == 200 for n in kept)
+
+    deleted_user, updated_user = (f"u{n}" for n in kept[:2])
+    writer.send(_key(deleted_user).encode(), None)
+    writer.send(_key(updated_user).encode(), _value(updated_user, 500))
+    writer.flush()
+    with _serving(kafka_bootstrap, topic, store) as url:
+        wait_for(
+            lambda: _answers_only_fresh_values(url, _key(deleted_user), _key(updated_user)),
+            timeout=60,
+            interval=0.05,
+            what="the restarted server to be Ready",
+        )
+        assert _get(url, _key(deleted_user)).status_code == 404
+        assert _get(url, _key(updated_user)).json() == {"user": updated_user, "visits": 500}
+
+
+def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """A partition's low and high watermarks."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rillet-test-watermarks"})
+    try:
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        return int(low), int(high)
+    finally:
+        consumer.close()

@@ -1,0 +1,142 @@
+"""A Table with spec.serve on the node: the operator runs its server, and `rillet table get`
+asks it through the cluster.
+
+Test plan (an operator of the test's own, Table server pods on the stack's node running the
+stack's operator image):
+- a Table with serve (and a NetworkPolicy) gets a Deployment, a Service and a NetworkPolicy,
+  owned by it; its pod runs under the restricted profile and becomes Ready once it has read the
+  topic; status.server names the Service and the in-cluster URL;
+- `rillet table get TABLE KEY -n NS` answers from the server through the apiserver's proxy:
+  with no Kafka reachable from the CLI (-b to a closed port), so nothing but the server could
+  have answered; a missing key exits 1;
+- removing serve removes the three objects and status.server, and `rillet table get` reads
+  the topic again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+
+from rillet.devstack.operating import OperatorProcess
+from rillet.reconcile import tableservers
+
+from .conftest import Kube
+from .objects import apply, exists, get, table, wait_condition
+from .polling import wait_for
+
+CLI = (sys.executable, "-m", "rillet.cli")
+
+
+def _table_get(
+    kube: Kube, name: str, key: str, namespace: str, bootstrap: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "table", "get", name, key, "-n", namespace, "-b", bootstrap],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
+        timeout=120,
+        check=False,
+    )
+
+
+def _ready_replicas(kube: Kube, name: str, namespace: str) -> int:
+    deployment = get(kube, "deployment", name, namespace)
+    return int((deployment.get("status") or {}).get("readyReplicas") or 0)
+
+
+def _server_pod(kube: Kube, table_name: str, namespace: str) -> dict[str, Any]:
+    listed = kube.kubectl(
+        "get", "pods", "-n", namespace, "-l", f"rillet.io/table={table_name}", "-o", "json"
+    ).stdout
+    (pod,) = json.loads(listed)["items"]
+    return pod  # type: ignore[no-any-return]
+
+
+def test_a_served_table_runs_its_server_and_the_cli_asks_it(
+    kube: Kube,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    operator_image: str,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    own = lone_operator(
+        settings={
+            "RILLET_TABLE_SERVER_IMAGE": operator_image,
+            "RILLET_TABLE_SERVER_IMAGE_PULL_POLICY": "Never",  # the node has it, no registry
+        }
+    )
+    own.start()
+    namespace = own.namespace_pattern
+    name, topic = "profiles", f"{kafka_prefix}-profiles"
+    spec = {"partitions": 2, "topicName": topic, "keyFormat": "json"}
+    apply(kube, table(name, namespace, **spec, serve={"networkPolicy": True}))
+    wait_condition(kube, "table", name, namespace, timeout=90)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for n in range(1, 21):
+        key = json.dumps({"user": f"u{n}"}, separators=(",", ":"))
+        producer.produce(topic, key=key.encode(), value=json.dumps({"visits": n}).encode())
+    assert producer.flush(30) == 0
+
+    server = tableservers.server_name(name)
+    status = wait_for(
+        lambda: (get(kube, "table", name, namespace).get("status") or {}).get("server"),
+        timeout=60,
+        what="status.server",
+    )
+    assert status == {
+        "service": server,
+        "url": f"http://{server}.{namespace}.svc:8080/tables/{name}",
+    }
+    wait_for(
+        lambda: _ready_replicas(kube, server, namespace) == 1,
+        timeout=180,
+        interval=1,
+        what="the server pod to be Ready",
+    )
+    pod = _server_pod(kube, name, namespace)
+    (container,) = pod["spec"]["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+    for kind in ("deployment", "service", "networkpolicy"):
+        owner = get(kube, kind, server, namespace)["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("Table", name)
+
+    closed = "127.0.0.1:1"  # no Kafka: only the server can answer
+    found = _table_get(kube, name, '{"user": "u7"}', namespace, closed)
+    assert (found.returncode, found.stdout) == (0, '{"visits": 7}\n'), found.stderr
+    assert "note:" not in found.stderr, found.stderr
+    missing = _table_get(kube, name, '{"user": "u99"}', namespace, closed)
+    assert missing.returncode == 1, missing.stderr
+
+    kube.kubectl(
+        "patch",
+        "table",
+        name,
+        "-n",
+        namespace,
+        "--type=json",
+        "-p",
+        '[{"op": "remove", "path": "/spec/serve"}]',
+    )
+    wait_for(
+        lambda: (
+            not any(
+                exists(kube, kind, server, namespace)
+                for kind in ("deployment", "service", "networkpolicy")
+            )
+            and "server" not in (get(kube, "table", name, namespace).get("status") or {})
+        ),
+        timeout=60,
+        what="the server's objects and status.server to go",
+    )
+    scanned = _table_get(kube, name, '{"user": "u7"}', namespace, kafka_bootstrap)
+    assert (scanned.returncode, scanned.stdout) == (0, '{"visits": 7}\n'), scanned.stderr
