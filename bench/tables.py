@@ -96,6 +96,15 @@ def timed_gets(session: httpx.Client, urls: list[str]) -> list[float]:
     return latencies
 
 
+def timed_cli(*args: str) -> float:
+    """Seconds one `rillet table ...` process took; it must succeed."""
+    started = time.perf_counter()
+    done = subprocess.run([*CLI, "table", *args], capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    return elapsed
+
+
 def main() -> None:
     state = devstack.running() or devstack.up()
     bootstrap = state.kafka_bootstrap
@@ -153,64 +162,20 @@ def main() -> None:
                 health_p50.append(statistics.median(health))
                 health_p99.append(percentile(health, 0.99))
 
-        cli_runs = []
-        for _ in range(CLI_RUNS):
-            key = key_of(rng.randrange(KEYS)).decode()
-            started = time.perf_counter()
-            found = subprocess.run(
-                [
-                    *CLI,
-                    "table",
-                    "get",
-                    TABLE,
-                    key,
-                    "--topic",
-                    topic,
-                    "--key-format",
-                    "json",
-                    "--server",
-                    url,
-                    "-b",
-                    bootstrap,
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
+        lookup_args = ["--topic", topic, "--key-format", "json", "-b", bootstrap]
+        cli_runs = [
+            timed_cli(
+                "get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--server", url
             )
-            cli_runs.append(time.perf_counter() - started)
-            assert found.returncode == 0, found.stderr
-        startup_runs = []
-        for _ in range(CLI_RUNS):
-            started = time.perf_counter()
-            subprocess.run([*CLI, "table", "get", "--help"], capture_output=True, check=True)
-            startup_runs.append(time.perf_counter() - started)
-
-        scans = []
-        for _ in range(SCAN_RUNS):
-            key = key_of(rng.randrange(KEYS)).decode()
-            started = time.perf_counter()
-            found = subprocess.run(
-                [
-                    *CLI,
-                    "table",
-                    "get",
-                    TABLE,
-                    key,
-                    "--topic",
-                    topic,
-                    "--key-format",
-                    "json",
-                    "-b",
-                    bootstrap,
-                    "--timeout",
-                    "600",
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
+            for _ in range(CLI_RUNS)
+        ]
+        startup_runs = [timed_cli("get", "--help") for _ in range(CLI_RUNS)]
+        scans = [
+            timed_cli(
+                "get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--timeout", "600"
             )
-            scans.append(time.perf_counter() - started)
-            assert found.returncode == 0, found.stderr
+            for _ in range(SCAN_RUNS)
+        ]
     finally:
         if server is not None:
             server.terminate()
