@@ -9,7 +9,8 @@ Test plan (each claim checked in Kafka):
 - spec.partitions different from the writer's inputs: a NotCoPartitioned warning Event.
 - `rillet table get TABLE KEY -n NS` finds the Table through the kubeconfig (its topic and key
   format), and says which namespace has no such Table; with --watch it prints the key's value,
-  then each change of that key only (a tombstone as deleted), until interrupted.
+  then each change of that key only (a tombstone as deleted), including changes in a partition
+  added while it watches, until interrupted.
 """
 
 from __future__ import annotations
@@ -207,6 +208,24 @@ def test_table_get_finds_the_table_through_the_cluster(
             assert producer.flush(30) == 0
             assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
             assert next(lines) == '{"user":"u1"}\t(deleted)'
+            # A partition added while watching is read too (from its beginning).
+            kube.kubectl(
+                "patch",
+                "table",
+                name,
+                "-n",
+                namespace,
+                "--type=merge",
+                "-p",
+                '{"spec": {"partitions": 2}}',
+            )
+            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+            wait_for(lambda: kafka_partitions(admin, kafka_name) == 2, what="a second partition")
+            producer.produce(
+                kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":5}', partition=1
+            )
+            assert producer.flush(30) == 0
+            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
         finally:
             watching.send_signal(signal.SIGINT)
             _, errors = watching.communicate(timeout=30)  # reads the rest, closes the pipes

@@ -106,9 +106,12 @@ def watch_changelog(
     topic: str,
     kafka_config: Mapping[str, str] | None = None,
     timeout: float = 60.0,
+    new_partitions_every: float = 5.0,
 ) -> tuple[list[Entry], Iterator[Entry]]:
     """Every record of `topic` up to its high watermarks now, and then, endlessly, each record
-    written after them: one consumer reads both, so no record falls in between."""
+    written after them: one consumer reads both, so no record falls in between. Partitions added
+    to the topic meanwhile are read from their beginning (checked every `new_partitions_every`
+    seconds)."""
     consumer = _consumer(bootstrap_servers, kafka_config)
     try:
         entries = _read_all(consumer, topic, deadline=time.monotonic() + timeout)
@@ -117,13 +120,35 @@ def watch_changelog(
         raise
 
     def later() -> Iterator[Entry]:
+        next_check = time.monotonic() + new_partitions_every
         try:
             while True:
                 yield from _consume(consumer)
+                if time.monotonic() >= next_check:
+                    _assign_new_partitions(consumer, topic)
+                    next_check = time.monotonic() + new_partitions_every
         finally:
             consumer.close()
 
     return entries, later()
+
+
+def _assign_new_partitions(consumer: Consumer, topic: str) -> None:
+    """Add the topic's partitions made since the assignment, from their beginning; the others
+    keep their positions."""
+    described = consumer.list_topics(topic, timeout=10).topics.get(topic)
+    if described is None or described.error is not None:
+        return
+    assigned = {tp.partition for tp in consumer.assignment()}
+    new = sorted(set(described.partitions) - assigned)
+    if new:
+        positions = consumer.position([TopicPartition(topic, p) for p in sorted(assigned)])
+        # A partition nothing was read from yet has no position: all its records are new.
+        kept = [
+            tp if tp.offset >= 0 else TopicPartition(topic, tp.partition, OFFSET_BEGINNING)
+            for tp in positions
+        ]
+        consumer.assign([*kept, *(TopicPartition(topic, p, OFFSET_BEGINNING) for p in new)])
 
 
 def _consumer(bootstrap_servers: str, kafka_config: Mapping[str, str] | None) -> Consumer:
