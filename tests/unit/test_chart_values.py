@@ -49,7 +49,12 @@ def test_the_deployment_sets_every_setting_the_operator_reads() -> None:
     read = set().union(
         *(
             _variables(model)
-            for model in (settings.KafkaSettings, settings.OperatorSettings, settings.AppSettings)
+            for model in (
+                settings.KafkaSettings,
+                settings.OperatorSettings,
+                settings.AppSettings,
+                settings.TableServerSettings,
+            )
         )
     )
     assert read - set_by_chart == set()

@@ -264,6 +264,32 @@ def test_table_changelog_config() -> None:
     }
 
 
+def test_a_windowed_tables_retention_covers_its_writers_lateness() -> None:
+    windowed = tables.TableSpec.model_validate(
+        {"window": {"type": "tumbling", "size": "20h"}}, strict=False
+    )
+    late = [
+        table_planning.Writer(app="clicks", input_partitions=(3,), lateness="2h"),
+        table_planning.Writer(app="views", input_partitions=(3,), lateness="6h"),
+        table_planning.Writer(app="plain", input_partitions=(3,)),
+    ]
+    hours = 3600 * 1000
+    assert table_planning.changelog_config(windowed, late[2:])["retention.ms"] == str(24 * hours)
+    assert table_planning.changelog_config(windowed, late[:1])["retention.ms"] == str(24 * hours)
+    assert table_planning.changelog_config(windowed, late)["retention.ms"] == str(26 * hours)
+    assert table_planning.expiry_warning(windowed, late) is None  # the default follows
+
+    short = tables.TableSpec.model_validate(
+        {"window": {"type": "tumbling", "size": "20h", "expiry": "22h"}}, strict=False
+    )
+    assert table_planning.changelog_config(short, late)["retention.ms"] == str(22 * hours)
+    warning = table_planning.expiry_warning(short, late)
+    assert warning is not None
+    assert "allowedLateness 6h of App views" in warning
+    assert "at least 93600s" in warning
+    assert table_planning.expiry_warning(short, late[:1]) is None  # 20h + 2h fits in 22h
+
+
 def test_table_partitions_follow_the_writer() -> None:
     unset = tables.TableSpec.model_validate({}, strict=False)
     writer = table_planning.Writer(app="counter", input_partitions=(6, 6))

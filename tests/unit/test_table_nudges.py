@@ -100,7 +100,7 @@ def _nudger(
     views = indexes.Views(
         topic_claims=cast(Any, {}),
         table_claims=cast(Any, {}),
-        table_writers=cast(Any, {KEY: [("counter", ("words",))]}),
+        table_writers=cast(Any, {KEY: [("counter", ("words",), None)]}),
         topic_partitions=cast(Any, {(NAMESPACE, "words"): [3]}),
     )
     return nudging.Nudger(

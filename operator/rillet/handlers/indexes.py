@@ -7,14 +7,15 @@ of every Topic, Table and App (what the resync, the App reconcile and the scalin
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import kopf
 
-from rillet.api.v1alpha1 import objects
+from rillet.api.v1alpha1 import fields, objects
 from rillet.reconcile import claims, naming
 from rillet.settings import OperatorSettings
 
@@ -88,14 +89,29 @@ def topic_partitions(
 @kopf.index(objects.GROUP, objects.VERSION, "apps")
 def table_writers(
     *, name: str, namespace: str | None, spec: kopf.Spec, **_: Any
-) -> dict[tuple[str, str], tuple[str, tuple[str, ...]]]:
-    """(namespace, table) -> (app, names of the Topic objects it reads), per written Table."""
-    inputs = tuple(str(i["topicRef"]["name"]) for i in spec.get("inputs", []) if i.get("topicRef"))
+) -> dict[tuple[str, str], tuple[str, tuple[str, ...], str | None]]:
+    """(namespace, table) -> (app, names of the Topic objects it reads, the longest
+    allowedLateness of its inputs), per written Table."""
+    inputs = [i for i in spec.get("inputs", []) if i.get("topicRef")]
+    names = tuple(str(i["topicRef"]["name"]) for i in inputs)
+    lateness = _longest_lateness(inputs)
     return {
-        (str(namespace), str(output["tableRef"]["name"])): (name, inputs)
+        (str(namespace), str(output["tableRef"]["name"])): (name, names, lateness)
         for output in spec.get("outputs", [])
         if output.get("tableRef")
     }
+
+
+def _longest_lateness(inputs: Iterable[Mapping[str, Any]]) -> str | None:
+    """The longest allowedLateness of the inputs (as written), None if none declares one; one
+    that does not parse is left out (the App's own reconcile reports it)."""
+    declared: list[tuple[timedelta, str]] = []
+    for declared_input in inputs:
+        text = (declared_input.get("eventTime") or {}).get("allowedLateness")
+        if text is not None:
+            with contextlib.suppress(ValueError):
+                declared.append((fields.parse_duration(str(text)), str(text)))
+    return max(declared)[1] if declared else None
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
@@ -152,7 +168,7 @@ class Views:
 
     topic_claims: kopf.Index[str, claims.Claim]
     table_claims: kopf.Index[str, claims.Claim]
-    table_writers: kopf.Index[tuple[str, str], tuple[str, tuple[str, ...]]]
+    table_writers: kopf.Index[tuple[str, str], tuple[str, tuple[str, ...], str | None]]
     topic_partitions: kopf.Index[tuple[str, str], int]
 
     @classmethod

@@ -45,7 +45,7 @@ class Subject:
     rivals: tuple[claims.Claim, ...] = ()
     desired: DesiredTopic | None = None
     waiting: str | None = None  # why the desired topic is not known yet
-    warning: str | None = None  # worth an Event, not a failure
+    warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): worth an Event, no failure
     extra_status: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -125,8 +125,8 @@ async def reconcile(
         verdict = statuses.topic_verdict(outcome, kafka_name=subject.kafka_name)
     status_patch = derive_status_patch(subject, verdict, outcome)
     notes = derive_notes(subject, verdict, outcome)
-    if subject.warning and status_patch:
-        notes += (Note("Warning", "NotCoPartitioned", subject.warning),)
+    if status_patch:
+        notes += tuple(Note("Warning", reason, message) for reason, message in subject.warnings)
     metrics.RECONCILES.labels(subject.kind, verdict.reason).inc()
     metrics.RECONCILE_SECONDS.labels(subject.kind).observe(time.monotonic() - started)
     if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":

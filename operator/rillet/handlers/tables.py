@@ -23,14 +23,14 @@ RESOURCE = (objects.GROUP, objects.VERSION, PLURAL)
 
 def _writers(namespace: str, name: str, views: indexes.Views) -> list[table_planning.Writer]:
     writers = []
-    for app, input_topics in views.table_writers.get((namespace, name), []):
+    for app, input_topics, lateness in views.table_writers.get((namespace, name), []):
         counts = tuple(
             count
             for topic in input_topics
             for count in views.topic_partitions.get((namespace, topic), [])
             if count
         )
-        writers.append(table_planning.Writer(app=app, input_partitions=counts))
+        writers.append(table_planning.Writer(app=app, input_partitions=counts, lateness=lateness))
     return writers
 
 
@@ -49,7 +49,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
             name=kafka_name,
             partitions=choice.partitions,
             replication_factor=spec.replication_factor,
-            config=table_planning.changelog_config(spec),
+            config=table_planning.changelog_config(spec, writers),
             source=(claim.uid, int(metadata.get("generation") or 0)),
         )
     return reconciling.Subject(
@@ -60,7 +60,14 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
         rivals=views.rivals(kafka_name, claim),
         desired=desired,
         waiting=choice.waiting_for,
-        warning=choice.warning,
+        warnings=tuple(
+            (reason, message)
+            for reason, message in (
+                ("NotCoPartitioned", choice.warning),
+                ("ExpiryShorterThanLateness", table_planning.expiry_warning(spec, writers)),
+            )
+            if message is not None
+        ),
         extra_status={
             "windowed": spec.window is not None,
             "writers": sorted(w.app for w in writers) or None,

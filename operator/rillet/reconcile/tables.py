@@ -1,5 +1,12 @@
 """What a Table's changelog topic must look like: compacted (compact,delete with retention =
-expiry when windowed), co-partitioned with the App that writes it."""
+expiry when windowed), co-partitioned with the App that writes it.
+
+A window stays open to late records for its size plus the allowed lateness of its writer's
+inputs (the watermark passes its end only then). Kafka Streams refuses a window store whose
+retention is shorter than size + grace; here the default expiry is at least that long, and a
+shorter explicit expiry gets a warning: Kafka would delete windows that late records can still
+update, and a lookup would miss them.
+"""
 
 from __future__ import annotations
 
@@ -13,28 +20,57 @@ from rillet.reconcile import topicconfigs
 DEFAULT_MIN_EXPIRY = timedelta(hours=24)
 
 
-def window_expiry(window: tables.Window) -> timedelta:
-    """How long a window's records are kept: its expiry, else the larger of size and 24h."""
+@dataclass(frozen=True)
+class Writer:
+    """An App that writes the Table, with the partition counts of its inputs (where known) and
+    the longest allowedLateness of its inputs (None: no event time declared)."""
+
+    app: str
+    input_partitions: tuple[int, ...]
+    lateness: str | None = None
+
+
+def _open_for(window: tables.Window, writers: Iterable[Writer]) -> tuple[timedelta, Writer | None]:
+    """How long a window stays open to late records, and the writer that decides it."""
+    late = [(fields.parse_duration(w.lateness), w) for w in writers if w.lateness is not None]
+    latest = max(late, key=lambda pair: (pair[0], pair[1].app), default=None)
+    size = fields.parse_duration(window.size)
+    return (size + latest[0], latest[1]) if latest else (size, None)
+
+
+def window_expiry(window: tables.Window, writers: Iterable[Writer] = ()) -> timedelta:
+    """How long a window's records are kept: its expiry, else the larger of 24h and the time
+    the window stays open (its size plus the writers' longest allowed lateness)."""
     if window.expiry is not None:
         return fields.parse_duration(window.expiry)
-    return max(fields.parse_duration(window.size), DEFAULT_MIN_EXPIRY)
+    return max(_open_for(window, writers)[0], DEFAULT_MIN_EXPIRY)
 
 
-def changelog_config(spec: tables.TableSpec) -> dict[str, str]:
+def expiry_warning(spec: tables.TableSpec, writers: Iterable[Writer]) -> str | None:
+    """Why an explicit window.expiry is too short for the lateness its writer allows, or None."""
+    window = spec.window
+    if window is None or window.expiry is None:
+        return None
+    open_for, writer = _open_for(window, writers)
+    if writer is None or fields.parse_duration(window.expiry) >= open_for:
+        return None
+    needed = int(open_for.total_seconds())
+    return (
+        f"window.expiry {window.expiry} is shorter than the {needed}s a window stays open to late "
+        f"records (window.size {window.size} + allowedLateness {writer.lateness} of App "
+        f"{writer.app}): Kafka would delete windows that late records still update; create the "
+        f"Table again with window.expiry of at least {needed}s, or without one"
+    )
+
+
+def changelog_config(spec: tables.TableSpec, writers: Iterable[Writer] = ()) -> dict[str, str]:
     """Canonical topic config of the changelog: derived settings, then the user's overrides."""
     derived: dict[str, int | str] = {"cleanup.policy": "compact"}
     if spec.window is not None:
         derived["cleanup.policy"] = "compact,delete"
-        derived["retention.ms"] = int(window_expiry(spec.window) / timedelta(milliseconds=1))
+        expiry = window_expiry(spec.window, writers)
+        derived["retention.ms"] = int(expiry / timedelta(milliseconds=1))
     return topicconfigs.canonical_config({**derived, **(spec.config or {})})
-
-
-@dataclass(frozen=True)
-class Writer:
-    """An App that writes the Table, with the partition counts of its inputs (where known)."""
-
-    app: str
-    input_partitions: tuple[int, ...]
 
 
 @dataclass(frozen=True)

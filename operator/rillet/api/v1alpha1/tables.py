@@ -113,7 +113,8 @@ class Window(objects.WireModel):
     expiry: fields.Duration | None = Field(
         default=None,
         description="How long a window is kept after it starts, accepting late records and "
-        "answering lookups; at least size. Defaults to the larger of size and 24h.",
+        "answering lookups; at least size. Defaults to the larger of 24h and size plus the "
+        "longest allowedLateness of the writing App's inputs (how long a window stays open).",
     )
 
 
