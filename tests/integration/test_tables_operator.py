@@ -2,7 +2,8 @@
 
 Test plan (each claim checked in Kafka):
 - a Table becomes a topic with cleanup.policy=compact and its config overrides.
-- a windowed Table's topic is compact,delete with retention.ms = the window expiry.
+- a windowed Table's topic is compact,delete with retention.ms = the window expiry; without an
+  expiry, retention covers the window's size plus the writing App's allowed lateness.
 - without spec.partitions, the Table takes the input partitions of the App that writes it, and
   status.writers names that App.
 - without spec.partitions or a writer, the Table waits (Reconciling, WaitingForPartitions).
@@ -102,6 +103,26 @@ def test_windowed_table_is_compact_delete_with_retention_of_expiry(
     assert sorted(overrides["cleanup.policy"].split(",")) == ["compact", "delete"]
     assert overrides["retention.ms"] == str(2 * 3600 * 1000)
     assert obj["status"]["windowed"] is True
+
+
+def test_a_windowed_tables_retention_follows_its_writers_lateness(
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
+) -> None:
+    source, views = unique("pages"), unique("views-23h")
+    apply(kube, table(views, namespace, partitions=2, window={"type": "tumbling", "size": "23h"}))
+    wait_condition(kube, "table", views, namespace)
+    hour = 3600 * 1000
+    assert kafka_overrides(kafka_admin, views)["retention.ms"] == str(24 * hour)
+
+    late = writer_app("late-views", namespace, reads=source, writes=views)
+    late["spec"]["inputs"][0]["eventTime"] = {"column": "timestamp", "allowedLateness": "2h"}
+    apply(kube, late)  # its input Topic does not exist: it waits, and never runs
+
+    wait_for(
+        lambda: kafka_overrides(kafka_admin, views).get("retention.ms") == str(25 * hour),
+        timeout=60,
+        what="retention.ms of 23h + 2h",
+    )
 
 
 def test_partitions_default_to_the_writers_inputs(
