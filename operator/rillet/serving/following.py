@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from rillet.runtime import tables
 from rillet.serving.store import TableStore
@@ -66,12 +66,22 @@ class TableFollower(threading.Thread):
 
     def run(self) -> None:
         try:
-            self._start()
+            while not self._stop.is_set():
+                try:
+                    self._start()
+                    break
+                except KafkaException as error:
+                    log.warning("starting to follow %s: %s; trying again", self.topic, error)
+                    self._targets.clear()
+                    self._stop.wait(2)
             next_refresh = time.monotonic() + self.refresh_seconds
             while not self._stop.is_set():
                 self._poll()
                 if time.monotonic() >= next_refresh:
-                    self._refresh()
+                    try:
+                        self._refresh()
+                    except KafkaException as error:  # a broker away: the next refresh retries
+                        log.warning("refreshing %s: %s", self.topic, error)
                     next_refresh = time.monotonic() + self.refresh_seconds
         except Exception:
             log.exception("following topic %s stopped", self.topic)
@@ -81,22 +91,30 @@ class TableFollower(threading.Thread):
 
     def _start(self) -> None:
         partitions = self._partitions()
+        to_read = 0
         for partition in partitions:
             low, high = self._watermarks(partition)
             if high > low:
                 self._targets[partition] = high
+                to_read += high - low
         self._assign(partitions)
         log.info(
-            "following %s: %d partitions, %d records to read before serving",
+            "following %s: %d partitions, up to %d records to read before serving",
             self.topic,
             len(partitions),
-            sum(high - self._watermarks(p)[0] for p, high in self._targets.items()),
+            to_read,
         )
         self._check_caught_up()
 
     def _partitions(self) -> list[int]:
+        """The topic's partitions; waits while the topic or Kafka is not there."""
         while not self._stop.is_set():
-            described = self._consumer.list_topics(self.topic, timeout=10).topics.get(self.topic)
+            try:
+                metadata = self._consumer.list_topics(self.topic, timeout=10)
+            except KafkaException as error:
+                log.warning("Kafka does not answer (%s); asking again", error)
+                continue
+            described = metadata.topics.get(self.topic)
             if described is not None and described.error is None and described.partitions:
                 return sorted(described.partitions)
             log.warning("topic %s not found yet; waiting for it", self.topic)
