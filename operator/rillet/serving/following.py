@@ -47,7 +47,7 @@ class TableFollower(threading.Thread):
         self.caught_up = threading.Event()
         self.lag: dict[int, int] = {}
         self.applied = 0
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._consumer = Consumer(
             {
                 **kafka_config,
@@ -62,20 +62,20 @@ class TableFollower(threading.Thread):
         self._assigned: set[int] = set()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
         try:
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 try:
                     self._start()
                     break
                 except KafkaException as error:
                     log.warning("starting to follow %s: %s; trying again", self.topic, error)
                     self._targets.clear()
-                    self._stop.wait(2)
+                    self._stopping.wait(2)
             next_refresh = time.monotonic() + self.refresh_seconds
-            while not self._stop.is_set():
+            while not self._stopping.is_set():
                 self._poll()
                 if time.monotonic() >= next_refresh:
                     try:
@@ -108,7 +108,7 @@ class TableFollower(threading.Thread):
 
     def _partitions(self) -> list[int]:
         """The topic's partitions; waits while the topic or Kafka is not there."""
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             try:
                 metadata = self._consumer.list_topics(self.topic, timeout=10)
             except KafkaException as error:
@@ -118,7 +118,7 @@ class TableFollower(threading.Thread):
             if described is not None and described.error is None and described.partitions:
                 return sorted(described.partitions)
             log.warning("topic %s not found yet; waiting for it", self.topic)
-            self._stop.wait(2)
+            self._stopping.wait(2)
         return []
 
     def _watermarks(self, partition: int) -> tuple[int, int]:
