@@ -147,6 +147,20 @@ def names(prefix: str) -> tuple[str, str, str]:
     return f"{prefix}-wc", f"{prefix}-lines", f"{prefix}-counts"
 
 
+def start_word_count(kube: Kube, namespace: str, prefix: str, image: str) -> tuple[str, str, str]:
+    """Apply the word-count App, its Topic and Table, and wait for its driver pod to run; the
+    App's, Topic's and Table's names."""
+    app, lines, counts = names(prefix)
+    apply(
+        kube,
+        *word_count(app, namespace, image=image, reads=lines, writes=counts, sql=COUNT_WORDS),
+    )
+    wait_for(
+        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
+    )
+    return app, lines, counts
+
+
 @pytest.mark.usefixtures("operator")
 def test_word_count_on_the_node_is_exact(
     kube: Kube,
@@ -155,16 +169,7 @@ def test_word_count_on_the_node_is_exact(
     runtime_image: str,
     kafka_bootstrap: str,
 ) -> None:
-    app, lines, counts = names(kafka_prefix)
-    apply(
-        kube,
-        *word_count(
-            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
-        ),
-    )
-    wait_for(
-        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
-    )
+    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
     truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
     status = get(kube, "app", app, namespace)["status"]
@@ -213,16 +218,9 @@ def test_a_killed_driver_resumes_from_its_checkpoint(
     kafka_bootstrap: str,
     stack: devstack.StackState,
 ) -> None:
-    app, lines, counts = names(kafka_prefix)
-    apply(
-        kube,
-        *word_count(
-            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
-        ),
-    )
-    first = wait_for(
-        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
-    )
+    _, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
+    first = driver_running(kube, namespace)()
+    assert first is not None
     truth = produce_lines(kafka_bootstrap, lines, 30_000, seed=2)
     wait_for(
         lambda: table_counts(kafka_bootstrap, counts),
@@ -262,6 +260,27 @@ def _suspend(kube: Kube, app: str, namespace: str, suspended: bool) -> None:
     kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
 
 
+def suspend_until_pods_gone(kube: Kube, app: str, namespace: str) -> None:
+    """Suspend the App and wait until its driver and executor pods are gone."""
+    _suspend(kube, app, namespace, True)
+    wait_for(
+        lambda: not pods(kube, namespace, "driver") and not pods(kube, namespace, "executor"),
+        timeout=180,
+        interval=2,
+        what="the suspended App's pods gone",
+    )
+
+
+def stalled(kube: Kube, app: str, namespace: str) -> Callable[[], dict[str, Any] | None]:
+    """A probe: the App's Stalled condition once it is True, else None."""
+
+    def probe() -> dict[str, Any] | None:
+        found = condition(get(kube, "app", app, namespace), "Stalled")
+        return found if found.get("status") == "True" else None
+
+    return probe
+
+
 @pytest.mark.usefixtures("operator")
 def test_suspend_frees_the_pods_and_resume_continues_from_the_checkpoint(
     kube: Kube,
@@ -270,26 +289,11 @@ def test_suspend_frees_the_pods_and_resume_continues_from_the_checkpoint(
     runtime_image: str,
     kafka_bootstrap: str,
 ) -> None:
-    app, lines, counts = names(kafka_prefix)
-    apply(
-        kube,
-        *word_count(
-            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
-        ),
-    )
-    wait_for(
-        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
-    )
+    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
     truth = produce_lines(kafka_bootstrap, lines, 20_000, seed=6)
     wait_table(kafka_bootstrap, counts, truth, timeout=300)
 
-    _suspend(kube, app, namespace, True)
-    wait_for(
-        lambda: not pods(kube, namespace, "driver") and not pods(kube, namespace, "executor"),
-        timeout=180,
-        interval=2,
-        what="the suspended App's pods gone",
-    )
+    suspend_until_pods_gone(kube, app, namespace)
     assert get(kube, "app", app, namespace)["status"]["phase"] == "Suspended"
     truth += produce_lines(kafka_bootstrap, lines, 20_000, seed=7)
 
@@ -316,11 +320,9 @@ def test_a_failing_pipeline_is_stalled_with_its_error(
     )
     produce_lines(kafka_bootstrap, lines, 10, seed=5)
 
-    def stalled() -> dict[str, Any] | None:
-        found = condition(get(kube, "app", app, namespace), "Stalled")
-        return found if found.get("status") == "True" else None
-
-    found = wait_for(stalled, timeout=480, interval=5, what=f"App {app} Stalled")
+    found = wait_for(
+        stalled(kube, app, namespace), timeout=480, interval=5, what=f"App {app} Stalled"
+    )
     assert found["reason"] == "DriverCrashLooping"
     assert "bad line: " in found["message"]
     assert "\n" not in found["message"].strip()
@@ -334,22 +336,10 @@ def test_a_deleted_checkpoint_volume_stalls_the_app_until_the_user_chooses(
     runtime_image: str,
     kafka_bootstrap: str,
 ) -> None:
-    app, lines, counts = names(kafka_prefix)
-    apply(
-        kube,
-        *word_count(
-            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
-        ),
-    )
+    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
     truth = produce_lines(kafka_bootstrap, lines, 10_000, seed=8)
     wait_table(kafka_bootstrap, counts, truth, timeout=480)
-    _suspend(kube, app, namespace, True)
-    wait_for(
-        lambda: not pods(kube, namespace, "driver") and not pods(kube, namespace, "executor"),
-        timeout=180,
-        interval=2,
-        what="the suspended App's pods gone",
-    )
+    suspend_until_pods_gone(kube, app, namespace)
     claims = kube.kubectl("get", "pvc", "-n", namespace, "-o", "name").stdout.split()
     assert len(claims) == 1, claims
     kube.kubectl("delete", *claims, "-n", namespace, "--wait=true", "--timeout=120s")
@@ -361,11 +351,9 @@ def test_a_deleted_checkpoint_volume_stalls_the_app_until_the_user_chooses(
 
     _suspend(kube, app, namespace, False)
 
-    def stalled() -> dict[str, Any] | None:
-        found = condition(get(kube, "app", app, namespace), "Stalled")
-        return found if found.get("status") == "True" else None
-
-    found = wait_for(stalled, timeout=300, interval=3, what=f"App {app} Stalled")
+    found = wait_for(
+        stalled(kube, app, namespace), timeout=300, interval=3, what=f"App {app} Stalled"
+    )
     assert found["reason"] == "CheckpointLost", found
     assert found["message"].startswith("nothing was started and the Table is untouched")
     assert f"holds no offsets while topic {counts} holds records" in found["message"]
