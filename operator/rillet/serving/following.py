@@ -46,6 +46,7 @@ class TableFollower(threading.Thread):
         self.refresh_seconds = refresh_seconds
         self.caught_up = threading.Event()
         self.lag: dict[int, int] = {}
+        self.keys = 0  # counted here, at each refresh: a count scans the store
         self.applied = 0
         self._stopping = threading.Event()
         self._consumer = Consumer(
@@ -166,8 +167,9 @@ class TableFollower(threading.Thread):
         positions = self._positions()
         behind = {p for p, end in self._targets.items() if positions.get(p, -1) < end}
         if not behind:
+            self.keys = self.store.count()
             self.caught_up.set()
-            log.info("caught up with %s: %d keys", self.topic, self.store.count())
+            log.info("caught up with %s: %d keys", self.topic, self.keys)
 
     def _refresh(self) -> None:
         self._assign(self._partitions())
@@ -179,5 +181,6 @@ class TableFollower(threading.Thread):
             # Before its first record a partition's position is unknown (negative): all behind.
             self.lag[partition] = high - max(positions.get(partition, low), low)
         dropped = self.store.forget_below(starts)
+        self.keys = self.store.count()
         if dropped:
             log.info("dropped %d keys of %s below their log start (retention)", dropped, self.topic)

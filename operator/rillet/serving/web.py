@@ -44,9 +44,9 @@ _CONTENT_TYPES = {
 class ServerMetrics:
     """The server's Prometheus series, in a registry of its own."""
 
-    def __init__(self, follower: TableFollower) -> None:
+    def __init__(self, table: str, follower: TableFollower) -> None:
         self.registry = CollectorRegistry()
-        labels = {"table": follower.topic}
+        labels = {"table": table}
         self.lookups = Counter(
             "rillet_table_server_lookups",
             "Lookups answered, by result (found, partial, missing, not_ready).",
@@ -69,11 +69,11 @@ class ServerMetrics:
         lag.labels(**labels).set_function(lambda: sum(follower.lag.values()))
         keys = Gauge(
             "rillet_table_server_keys",
-            "Keys the server's store holds.",
+            "Keys the server's store holds (counted at each refresh).",
             ["table"],
             registry=self.registry,
         )
-        keys.labels(**labels).set_function(follower.store.count)
+        keys.labels(**labels).set_function(lambda: follower.keys)
         ready = Gauge(
             "rillet_table_server_ready",
             "1 once the store has caught up with the topic as it was at start.",
@@ -87,11 +87,11 @@ def application(
     *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
 ) -> web.Application:
     """The server's aiohttp application for one Table."""
-    metrics = ServerMetrics(follower)
+    metrics = ServerMetrics(table, follower)
     value_type = _CONTENT_TYPES[value_format]
 
     def answered(result: str, started: float) -> None:
-        metrics.lookups.labels(table=follower.topic, result=result).inc()
+        metrics.lookups.labels(table=table, result=result).inc()
         metrics.latency.observe(time.perf_counter() - started)
 
     def unknown_table(name: str) -> web.Response | None:
