@@ -219,6 +219,9 @@ def test_table_get_finds_the_table_through_the_cluster(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C as at a terminal: a run started in the background (nohup, `&`) inherits
+        # SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
+        preexec_fn=_interruptible,
     ) as watching:
         try:
             lines = _lines_of(watching)
@@ -249,8 +252,17 @@ def test_table_get_finds_the_table_through_the_cluster(
             assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
         finally:
             watching.send_signal(signal.SIGINT)
-            _, errors = watching.communicate(timeout=30)  # reads the rest, closes the pipes
+            try:
+                _, errors = watching.communicate(timeout=30)  # reads the rest, closes the pipes
+            except subprocess.TimeoutExpired:
+                watching.kill()
+                watching.communicate()
+                raise AssertionError("rillet table get -w did not stop on SIGINT") from None
     assert watching.returncode == 0, errors.decode()
+
+
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _lines_of(process: subprocess.Popen[bytes], *, timeout: float = 60) -> Iterator[str]:
