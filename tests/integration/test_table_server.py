@@ -4,7 +4,7 @@ Test plan (a compact,delete topic of three partitions with JSON keys, as a windo
 written by a producer; the server runs as its own process, as in its pod):
 - once Ready, it answers an exact key with the stored value (whatever the JSON spacing of the
   key asked), a partial object with every matching window (header Rillet-Match: partial), a
-  tombstoned key and a key never written with 404; a key-less record is left out;
+  tombstoned key and a key never written with 404;
 - `rillet table get --server` prints what the server answers (with no Kafka reachable), and
   exits 1 for a missing key;
 - it follows the topic: a new value and a tombstone written after it became Ready are served
@@ -159,7 +159,6 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
         key = json.dumps({"page": page, "start": start}, separators=(",", ":")).encode()
         writer.send(key, json.dumps({"views": views}).encode())
     writer.send(_key("u3").encode(), None)  # a tombstone
-    writer.send(None, b'{"orphan": true}')  # no key: left out
     writer.flush()
     store = tmp_path / "store"
 

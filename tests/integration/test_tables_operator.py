@@ -245,10 +245,11 @@ def test_table_get_finds_the_table_through_the_cluster(
             )
             admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
             wait_for(lambda: kafka_partitions(admin, kafka_name) == 2, what="a second partition")
-            producer.produce(
+            fresh = Producer({"bootstrap.servers": kafka_bootstrap})  # knows the new partition
+            fresh.produce(
                 kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":5}', partition=1
             )
-            assert producer.flush(30) == 0
+            assert fresh.flush(30) == 0
             assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
         finally:
             watching.send_signal(signal.SIGINT)

@@ -98,5 +98,8 @@ def test_the_network_policy_only_when_asked_for() -> None:
     assert rule == {"from": [{"podSelector": {}}], "ports": [{"port": tableservers.PORT}]}
 
 
-def test_the_lookup_url_names_the_service_in_the_namespace() -> None:
-    assert tableservers.lookup_url(_served()) == "http://counts-server.shop.svc:8080/tables/counts"
+def test_the_status_names_the_service_and_the_lookup_url_in_the_namespace() -> None:
+    assert tableservers.server_status("counts", "shop") == {
+        "service": "counts-server",
+        "url": "http://counts-server.shop.svc:8080/tables/counts",
+    }

@@ -14,6 +14,7 @@ import kopf
 from rillet.api.v1alpha1 import objects, tables
 from rillet.handlers import deleting, indexes, reconciling
 from rillet.reconcile import tables as table_planning
+from rillet.reconcile import tableservers
 from rillet.reconcile.topics import DesiredTopic
 
 KIND = "Table"
@@ -71,6 +72,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
         extra_status={
             "windowed": spec.window is not None,
             "writers": sorted(w.app for w in writers) or None,
+            "server": tableservers.server_status(name, namespace) if spec.serve else None,
         },
     )
 

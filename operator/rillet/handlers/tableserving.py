@@ -1,13 +1,15 @@
 """Table servers: the Deployment, Service and NetworkPolicy of each Table with `spec.serve`.
 
 Applied when a Table is created, resumed or its spec changes; removed when `spec.serve` is
-removed (deleting the Table deletes them through their owner reference). `status.server` says
-where lookups go. The Table's own conditions stay about its topic: the server's health is its
-Deployment's, which `kubectl rollout status` and GitOps tools read as usual.
+removed (deleting the Table deletes them through their owner reference). `status.server`, where
+lookups go, is part of the Table's status (handlers.tables), written with the rest of it. The
+Table's own conditions stay about its topic: the server's health is its Deployment's, which
+`kubectl rollout status` and GitOps tools read as usual.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -38,7 +40,9 @@ def _paths(namespace: str, name: str) -> list[str]:
 @kopf.on.resume(*RESOURCE)
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
-async def serve_table(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: Any) -> None:
+async def serve_table(
+    body: kopf.Body, memo: kopf.Memo, old: Mapping[str, Any] | None = None, **_: Any
+) -> None:
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
     try:
@@ -47,9 +51,13 @@ async def serve_table(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: 
         return  # the Table's reconcile reports an invalid spec
     kube: applying.AppKube = memo.apps.kube
     if spec.serve is None:
-        if (body.get("status") or {}).get("server") is not None:
+        # Only where there was a server: the old spec had serve (an update, whose `old` is the
+        # spec), or the status still names one (serve removed while the operator was away).
+        had_server = bool((old or {}).get("serve")) or bool(
+            (body.get("status") or {}).get("server")
+        )
+        if had_server:
             await kube.delete_all(_paths(namespace, name))
-            patch.status["server"] = None
         return
     served = tableservers.ServedTable(
         name=name,
@@ -75,7 +83,3 @@ async def serve_table(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, **_: 
         message = f"{error}; fix spec.serve, or remove it to stop serving"
         kopf.event(body, type="Warning", reason=REFUSED, message=message)
         raise kopf.PermanentError(message) from None
-    patch.status["server"] = {
-        "service": tableservers.server_name(name),
-        "url": tableservers.lookup_url(served),
-    }

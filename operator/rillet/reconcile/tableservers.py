@@ -76,10 +76,11 @@ def labels(table: str) -> dict[str, str]:
     }
 
 
-def lookup_url(served: ServedTable) -> str:
-    """Where pods of the cluster look keys up: `<url>/<key>`."""
-    service = server_name(served.name)
-    return f"http://{service}.{served.namespace}.svc:{PORT}/tables/{served.name}"
+def server_status(table: str, namespace: str) -> dict[str, str]:
+    """status.server of a served Table: its Service, and where pods of the cluster look keys
+    up (`<url>/<key>`)."""
+    service = server_name(table)
+    return {"service": service, "url": f"http://{service}.{namespace}.svc:{PORT}/tables/{table}"}
 
 
 def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
