@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from rillet.api.v1alpha1 import fields
 from rillet.reconcile import apprun
 from rillet.runtime import clustertables, tables
-from rillet.runtime.cliargs import BootstrapOption, load_manifests
+from rillet.runtime.cliargs import BOOTSTRAP_ENV, load_manifests
 
 TableArgument = Annotated[
     str, typer.Argument(help="The Table (its name, or its topic with --topic).")
@@ -81,10 +81,22 @@ ServerOption = Annotated[
 ]
 
 
+LookupBootstrapOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bootstrap-servers",
+        "-b",
+        envvar=BOOTSTRAP_ENV,
+        help="Kafka bootstrap servers (host:port,...), to read the topic; a lookup that the "
+        "Table's server answers needs none.",
+    ),
+]
+
+
 def table_get(
     table: TableArgument,
     key: KeyArgument,
-    bootstrap_servers: BootstrapOption,
+    bootstrap_servers: LookupBootstrapOption = None,
     file: FileOption = None,
     topic: TopicOption = None,
     key_format: KeyFormatOption = None,
@@ -104,6 +116,13 @@ def table_get(
     if not watch and _answered_by_server(source, server, table, key):
         return
     topic, fmt = source.topic, source.key_format
+    if bootstrap_servers is None:
+        typer.echo(
+            f"error: reading topic {topic} takes Kafka's bootstrap servers: give -b or set "
+            f"{BOOTSTRAP_ENV}",
+            err=True,
+        )
+        raise typer.Exit(code=2)
     try:
         if watch:
             entries, later = tables.watch_changelog(
