@@ -23,6 +23,7 @@ from rillet.reconcile import tableservers
 from rillet.settings import TableServerSettings
 
 REFUSED = "ServerRefused"
+SETTINGS = TableServerSettings()
 
 
 def _paths(namespace: str, name: str) -> list[str]:
@@ -68,10 +69,9 @@ async def serve_table(
         value_format=spec.value_format,
         serving=spec.serve,
     )
-    settings = TableServerSettings()
     env = tableservers.ServerEnvironment(
-        image=settings.image,
-        image_pull_policy=settings.image_pull_policy,
+        image=SETTINGS.image,
+        image_pull_policy=SETTINGS.image_pull_policy,
         kafka_bootstrap=memo.apps.env.kafka_bootstrap,
     )
     built = tableservers.server_objects(served, env)

@@ -47,7 +47,6 @@ class TableFollower(threading.Thread):
         self.caught_up = threading.Event()
         self.lag: dict[int, int] = {}
         self.keys = 0  # counted here, at each refresh: a count scans the store
-        self.applied = 0
         self._stopping = threading.Event()
         self._consumer = Consumer(
             {
@@ -154,7 +153,7 @@ class TableFollower(threading.Thread):
                 )
             )
         if entries:
-            self.applied += self.store.apply(entries)
+            self.store.apply(entries)
         if not self.caught_up.is_set():
             self._check_caught_up()
 

@@ -85,9 +85,8 @@ class TableStore:
             connection = self._readers[ident] = self._connect()
         return connection
 
-    def apply(self, entries: Iterable[Entry]) -> int:
-        """Write a batch of records in their order, in one transaction; the number applied."""
-        applied = 0
+    def apply(self, entries: Iterable[Entry]) -> None:
+        """Write a batch of records in their order, in one transaction."""
         with _transaction(self._writer):
             for entry in entries:
                 if entry.key is None:
@@ -100,8 +99,6 @@ class TableStore:
                     "timestamp": entry.timestamp,
                 }
                 self._writer.execute(_UPSERT, row)
-                applied += 1
-        return applied
 
     def forget_below(self, log_starts: Mapping[int, int]) -> int:
         """Drop what each partition no longer holds below its log start; the number dropped."""
