@@ -18,6 +18,9 @@ count: split each line into words, count per word, write the changed counts to a
   timed from its first record to its FAUST_RECORDS-th (it is too slow for the whole topic);
 - (d) Kafka's ConsumerPerformance reading the topic (fetch rate, group join excluded): the
   ceiling of any consumer on this broker;
+- (a-eos) against (a): a stateless copy of each line to a Topic, local[1], with the output's
+  delivery AtLeastOnce (Spark's Kafka writer) and ExactlyOnce (Kafka transactions):
+  what exactly-once costs (`--only delivery`);
 - latency p50/p99 (each the median over REPEATS runs) from producing a record to seeing its
   Table update, with a processing-time trigger of TRIGGER_MS, and, for a stateless pipeline
   (topic to topic), with Spark's real-time mode (trigger realTime).
@@ -100,8 +103,11 @@ def produce_lines(bootstrap: str, topic: str, count: int) -> None:
 # (a) the Rillet App ----------------------------------------------------------------------------
 
 
-def app_manifest(*, source: str, target: str, stateless: bool) -> list[dict[str, Any]]:
-    """examples/wordcount.yaml on the given topics, or a stateless copy of it (real-time mode)."""
+def app_manifest(
+    *, source: str, target: str, stateless: bool, delivery: str | None = None
+) -> list[dict[str, Any]]:
+    """examples/wordcount.yaml on the given topics, or a stateless copy of it (real-time mode,
+    and the delivery comparison: `delivery` of its Topic output)."""
     documents = list(yaml.safe_load_all((REPO / "examples/wordcount.yaml").read_text()))
     for document in documents:
         if document["kind"] == "Topic":
@@ -119,7 +125,10 @@ def app_manifest(*, source: str, target: str, stateless: bool) -> list[dict[str,
             },
         )
         documents[-1]["spec"]["pipeline"] = {"sql": "SELECT value AS line FROM sentences"}
-        documents[-1]["spec"]["outputs"] = [{"topicRef": {"name": "lines"}, "keyColumns": ["line"]}]
+        output: dict[str, Any] = {"topicRef": {"name": "lines"}, "keyColumns": ["line"]}
+        if delivery:
+            output["delivery"] = delivery
+        documents[-1]["spec"]["outputs"] = [output]
     return documents
 
 
@@ -129,7 +138,9 @@ def spark_worker(args: argparse.Namespace) -> None:
     from rillet.reconcile import apprun
     from rillet.runtime import commands, driving
 
-    documents = app_manifest(source=args.source, target=args.target, stateless=args.stateless)
+    documents = app_manifest(
+        source=args.source, target=args.target, stateless=args.stateless, delivery=args.delivery
+    )
     spec = apprun.build_run_spec_from_manifests(
         documents, bootstrap_servers=args.bootstrap, checkpoint_location=args.checkpoint
     )
@@ -568,9 +579,12 @@ def main() -> None:
     ):
         worker.add_argument(option, required=True)
     worker.add_argument("--stateless", action="store_true")
+    worker.add_argument("--delivery", choices=["AtLeastOnce", "ExactlyOnce"])
     parser.add_argument("--records", type=int, default=RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per figure")
-    parser.add_argument("--only", choices=["throughput", "latency"], help="one part only")
+    parser.add_argument(
+        "--only", choices=["throughput", "latency", "delivery"], help="one part only"
+    )
     args = parser.parse_args()
     if args.command == "spark-worker":
         spark_worker(args)
@@ -581,9 +595,11 @@ def main() -> None:
 
 def run_benchmark(*, only: str | None = None) -> None:
     bootstrap = bootstrap_servers()
-    if only != "latency":
+    if only in (None, "throughput"):
         throughput(bootstrap)
-    if only != "throughput":
+    if only in (None, "delivery"):
+        delivery(bootstrap)
+    if only not in ("throughput", "delivery"):
         report_latency(*latencies(bootstrap))
 
 
@@ -616,6 +632,59 @@ def throughput(bootstrap: str) -> None:
         plain=plain,
         faust=faust,
         ceiling=ceiling,
+    )
+
+
+def bench_delivery(
+    bootstrap: str, source: str, workdir: Path, delivery: str
+) -> tuple[float, float]:
+    """Records/s of the stateless copy (each line to a Topic) in local[1] with this delivery:
+    whole run, and steady state."""
+    target = create_topic(bootstrap, f"bench.copies.{uuid.uuid4().hex[:8]}", PARTITIONS)
+    figures = run_worker(
+        bootstrap,
+        "--master",
+        "local[1]",
+        "--source",
+        source,
+        "--target",
+        target,
+        "--checkpoint",
+        str(workdir / uuid.uuid4().hex),
+        "--trigger",
+        "available-now",
+        "--partitions",
+        str(PARTITIONS),
+        "--stateless",
+        "--delivery",
+        delivery,
+    )
+    return RECORDS / float(figures["seconds"]), float(figures["steady"])
+
+
+def delivery(bootstrap: str) -> None:
+    """(a-eos) against (a) at-least-once: the same stateless copy of the same topic."""
+    source = create_topic(bootstrap, f"bench.lines.{uuid.uuid4().hex[:8]}", PARTITIONS)
+    print(f"producing {RECORDS:,} lines into {source} ({PARTITIONS} partitions) ...", flush=True)
+    produce_lines(bootstrap, source, RECORDS)
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        loose = median_pair(
+            "(a) copy, AtLeastOnce",
+            lambda: bench_delivery(bootstrap, source, workdir, "AtLeastOnce"),
+        )
+        once = median_pair(
+            "(a-eos) copy, ExactlyOnce",
+            lambda: bench_delivery(bootstrap, source, workdir, "ExactlyOnce"),
+        )
+    print()
+    print(f"Stateless copy of {RECORDS:,} lines to a Topic, local[1], median of {REPEATS} runs")
+    print(f"{'':28}{'records/s':>12}{'steady':>12}")
+    for label, (whole, steady) in (("(a) AtLeastOnce", loose), ("(a-eos) ExactlyOnce", once)):
+        print(f"{label:<28}{whole:>12,.0f}{steady:>12,.0f}")
+    print(
+        f"exactly-once costs {1 - once[0] / loose[0]:.0%} of at-least-once throughput over the "
+        f"whole run, {1 - once[1] / loose[1]:.0%} in steady state (target <= 20%)"
     )
 
 

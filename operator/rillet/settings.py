@@ -159,6 +159,11 @@ class AppSettings(BaseSettings):
         description="The apiserver as driver pods reach it (Spark's k8s:// master); unset: the "
         "address the operator itself uses (in a cluster, the kubernetes Service).",
     )
+    kafka_principals: bool = Field(
+        default=False,
+        description="Give each App a Kafka principal of its own: a SCRAM user and exactly the "
+        "ACLs its spec needs (needs the operator to log in with SCRAM as a super user).",
+    )
 
 
 class TableServerSettings(BaseSettings):

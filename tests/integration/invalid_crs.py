@@ -521,6 +521,22 @@ CASES: tuple[Case, ...] = (
         "a tableRef output is encoded as its Table says",
     ),
     Case(
+        "app-output-table-with-delivery",
+        app(
+            {
+                "outputs": [
+                    {"tableRef": {"name": "counts"}, "keyColumns": ["w"], "delivery": "ExactlyOnce"}
+                ]
+            }
+        ),
+        "a tableRef output upserts by key",
+    ),
+    Case(
+        "app-output-delivery-enum",
+        app({"outputs": [app_output(delivery="exactly-once")]}),
+        'spec.outputs[0].delivery: Unsupported value: "exactly-once"',
+    ),
+    Case(
         "app-output-string-key-of-two-columns",
         app({"outputs": [app_output(keyColumns=["a", "b"], keyFormat="string")]}),
         "keyFormat string or bytes holds one column",

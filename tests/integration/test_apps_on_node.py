@@ -23,7 +23,7 @@ import random
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
@@ -90,9 +90,12 @@ GROUP BY word
 """
 
 
-def produce_lines(bootstrap: str, topic_name: str, count: int, seed: int) -> Counter[str]:
+def produce_lines(
+    bootstrap: str, topic_name: str, count: int, seed: int, *, config: Mapping[str, Any] = {}
+) -> Counter[str]:
+    """Random lines of words, and how many times each word was written (`config`: a login)."""
     rng = random.Random(seed)
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    producer = Producer({**config, "bootstrap.servers": bootstrap, "linger.ms": 20})
     truth: Counter[str] = Counter()
     for _ in range(count):
         line = " ".join(rng.choice(VOCABULARY).capitalize() for _ in range(rng.randint(1, 5)))
@@ -103,9 +106,13 @@ def produce_lines(bootstrap: str, topic_name: str, count: int, seed: int) -> Cou
     return truth
 
 
-def table_counts(bootstrap: str, topic_name: str) -> dict[str, int]:
+def table_counts(
+    bootstrap: str, topic_name: str, *, config: Mapping[str, Any] | None = None
+) -> dict[str, int]:
     latest = tables.latest_per_key(
-        tables.read_changelog(bootstrap_servers=bootstrap, topic=topic_name, timeout=60)
+        tables.read_changelog(
+            bootstrap_servers=bootstrap, topic=topic_name, timeout=60, kafka_config=config
+        )
     )
     return {
         (key or b"").decode(): json.loads(value)["count"]
@@ -114,9 +121,16 @@ def table_counts(bootstrap: str, topic_name: str) -> dict[str, int]:
     }
 
 
-def wait_table(bootstrap: str, topic_name: str, truth: Counter[str], *, timeout: float) -> None:
+def wait_table(
+    bootstrap: str,
+    topic_name: str,
+    truth: Counter[str],
+    *,
+    timeout: float,
+    config: Mapping[str, Any] | None = None,
+) -> None:
     wait_for(
-        lambda: table_counts(bootstrap, topic_name) == dict(truth),
+        lambda: table_counts(bootstrap, topic_name, config=config) == dict(truth),
         timeout=timeout,
         interval=5,
         what=f"Table {topic_name} to equal the ground truth ({sum(truth.values())} words)",

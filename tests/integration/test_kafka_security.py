@@ -56,17 +56,15 @@ def secured_kafka(tmp_path: Path) -> Iterator[KafkaCluster]:
 
 
 def _operator_settings(cluster: KafkaCluster, *, password: str | None = None) -> dict[str, str]:
-    """What the chart sets from its values and Secrets, for this cluster."""
+    """What the chart sets from its values and Secrets, for this cluster (App principals off:
+    these tests run no App)."""
     security = cluster.security
     assert security is not None
-    return {
-        "RILLET_KAFKA_BOOTSTRAP": cluster.bootstrap,
-        "RILLET_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-        "RILLET_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512",
-        "RILLET_KAFKA_SASL_USERNAME": security.admin_user,
-        "RILLET_KAFKA_SASL_PASSWORD": password or security.admin_password,
-        "RILLET_KAFKA_SSL_CA_LOCATION": str(security.ca_cert),
-    }
+    settings = {**security.operator_environment(), "RILLET_KAFKA_BOOTSTRAP": cluster.bootstrap}
+    settings["RILLET_APP_KAFKA_PRINCIPALS"] = "false"
+    if password is not None:
+        settings["RILLET_KAFKA_SASL_PASSWORD"] = password
+    return settings
 
 
 def test_the_operator_reconciles_on_sasl_ssl_and_the_authorizer_refuses_a_user_without_acls(

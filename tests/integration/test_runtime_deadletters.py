@@ -3,7 +3,8 @@
 Test plan:
 - malformed JSON and JSON that does not fit the schema land in the dead-letter topic, key and
   value untouched, with the reason and the source topic, partition and offset in headers; the
-  query goes on: good records before and after them reach the output;
+  query goes on: good records before and after them reach the output; the same with the output
+  and the dead letters written exactly-once (in Kafka transactions);
 - an App without a dead-letter topic stops at the first bad record, naming where it is.
 """
 
@@ -38,10 +39,19 @@ def _setup(
     return documents, topics
 
 
+@pytest.mark.parametrize("delivery", ["AtLeastOnce", "ExactlyOnce"])
 def test_bad_records_go_to_the_dead_letter_topic_and_the_query_goes_on(
-    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+    delivery: str,
 ) -> None:
     documents, topics = _setup(kafka_admin, kafka_prefix, dead_letters=True)
+    app = documents[-1]["spec"]
+    app["deadLetterTopic"]["delivery"] = delivery
+    for output in app["outputs"]:
+        output["delivery"] = delivery
     good_before = [(f"k{i}", json.dumps({"id": f"p{i}", "amount": i + 0.5})) for i in range(5)]
     rt.produce(kafka_bootstrap, topics["payments"], [*good_before, *BAD])
     spec = rt.build_spec(

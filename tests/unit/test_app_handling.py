@@ -37,7 +37,7 @@ from rillet.k8s import applying
 from rillet.kafka.lag import TopicLag
 from rillet.reconcile import appobservations, appstatus, scaling, statuses
 from rillet.reconcile.appobjects import AppEnvironment
-from rillet.settings import AppSettings
+from rillet.settings import AppSettings, KafkaSettings
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 ENV = AppEnvironment(kafka_bootstrap="kafka:9092")
@@ -289,17 +289,14 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
 
 
 def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
-    own = appreconciling.environment(
-        AppSettings(), kafka_bootstrap="127.0.0.1:9092", apiserver_url="https://10.96.0.1:443"
-    )
+    kafka = KafkaSettings(bootstrap="127.0.0.1:9092")
+    own = appreconciling.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
     assert (own.kafka_bootstrap, own.apiserver_url) == ("127.0.0.1:9092", "https://10.96.0.1:443")
     monkeypatch.setenv("RILLET_APP_KAFKA_BOOTSTRAP", "kafka.pods:9092")
     monkeypatch.setenv("RILLET_APP_APISERVER_URL", "https://api.pods:6443")
     monkeypatch.setenv("RILLET_APP_IMAGE_PULL_POLICY", "Never")
     monkeypatch.setenv("RILLET_APP_STORAGE_CLASS", "fast")
-    env = appreconciling.environment(
-        AppSettings(), kafka_bootstrap="127.0.0.1:9092", apiserver_url="https://10.96.0.1:443"
-    )
+    env = appreconciling.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
     assert (env.kafka_bootstrap, env.apiserver_url) == ("kafka.pods:9092", "https://api.pods:6443")
     assert (env.image_pull_policy, env.storage_class) == ("Never", "fast")
 
@@ -312,6 +309,9 @@ def test_rest_paths_of_the_apps_objects() -> None:
         "/apis/rbac.authorization.k8s.io/v1/namespaces/team/roles/x"
     )
     assert applying.object_path("v1", "Pod", "team") == "/api/v1/namespaces/team/pods"
+    assert applying.object_path("v1", "Secret", "team", "clicks-kafka") == (
+        "/api/v1/namespaces/team/secrets/clicks-kafka"
+    )
     stateful_set = {
         "apiVersion": "apps/v1",
         "kind": "StatefulSet",

@@ -257,3 +257,23 @@ def test_topic_outputs_default_to_a_string_key_and_a_json_value() -> None:
     assert (spec.outputs[-1].key_format, spec.outputs[-1].value_format) == ("string", "json")
     assert spec.inputs[0].event_time is None
     assert spec.inputs[0].max_offsets_per_trigger is None
+
+
+def test_delivery_is_at_least_once_unless_an_output_or_the_dead_letters_ask_for_exactly_once() -> (
+    None
+):
+    documents = _documents("wordcount.yaml")
+    app = documents[-1]["spec"]
+    app["outputs"] += [
+        {"topicRef": {"name": "sentences"}, "keyColumns": ["word"], "delivery": "ExactlyOnce"},
+        {"topicRef": {"name": "sentences"}, "from": "x", "delivery": "AtLeastOnce"},
+    ]
+    app["deadLetterTopic"] = {"topicName": "rejects", "delivery": "ExactlyOnce"}
+
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
+    )
+
+    assert [o.exactly_once for o in spec.outputs] == [False, True, False]
+    assert spec.dead_letter_exactly_once
+    assert not _spec("wordcount.yaml").dead_letter_exactly_once

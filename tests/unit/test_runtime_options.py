@@ -48,6 +48,7 @@ def test_stream_reader_subscribes_from_the_starting_offsets() -> None:
         "kafka.fetch.max.wait.ms": "10",
         "kafka.max.partition.fetch.bytes": "8388608",
         "kafka.max.poll.records": "10000",
+        "groupIdPrefix": "rillet.web.clicks.spark",
     }
 
 

@@ -59,6 +59,13 @@ class Kafka(ChartModel):
     request_timeout_seconds: float = Field(
         default=15, gt=0, description="How long one admin request to Kafka may take."
     )
+    app_principals: bool = Field(
+        default=False,
+        description="Give each App a Kafka principal of its own: a SCRAM user (its password in "
+        "Secret `<app>-kafka`) allowed exactly the topics its spec reads and writes. Needs "
+        "SASL_SSL (or SASL_PLAINTEXT) with SCRAM and the operator's user a super user. Off: "
+        "Apps connect without credentials (ACLs managed elsewhere).",
+    )
 
 
 class Operator(ChartModel):

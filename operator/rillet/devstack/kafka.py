@@ -82,6 +82,18 @@ class KafkaSecurity:
             "super.users": f"User:{self.admin_user};User:ANONYMOUS",
         }
 
+    def operator_environment(self) -> dict[str, str]:
+        """The operator's settings for this security, as the chart sets them from its values
+        and Secrets (admin login, CA, each App its own principal)."""
+        return {
+            "RILLET_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+            "RILLET_KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
+            "RILLET_KAFKA_SASL_USERNAME": self.admin_user,
+            "RILLET_KAFKA_SASL_PASSWORD": self.admin_password,
+            "RILLET_KAFKA_SSL_CA_LOCATION": str(self.ca_cert),
+            "RILLET_APP_KAFKA_PRINCIPALS": "true",
+        }
+
     def client_config(self, *, user: str | None = None, password: str = "") -> dict[str, Any]:
         """librdkafka settings of a client: the admin's, or `user`'s with `password`."""
         return {

@@ -36,7 +36,7 @@ from rillet.devstack import (
     versions,
 )
 from rillet.devstack.controlplane import ControlPlaneLayout
-from rillet.devstack.kafka import SCRAM_MECHANISM, KafkaCluster, KafkaSecurity, secure
+from rillet.devstack.kafka import KafkaCluster, KafkaSecurity, secure
 from rillet.devstack.processes import ProcessRecord
 
 # The repository this stack builds images from (an editable install: operator/rillet/devstack).
@@ -78,21 +78,15 @@ class StackState(BaseModel):
 
     def environment(self) -> dict[str, str]:
         """The variables a shell, kubectl, kopf or a test needs to use this stack (with
-        security, the admin's credentials: `rillet operator run` then connects as the chart's
-        operator does)."""
+        security, the admin's credentials, and each App its own principal: `rillet operator
+        run` then connects, and runs Apps, as the chart's operator does with
+        kafka.appPrincipals)."""
         variables = {
             "KUBECONFIG": str(self.kubeconfig),
             "RILLET_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
         }
-        security = self.kafka_security
-        if security is not None:
-            variables |= {
-                "RILLET_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
-                "RILLET_KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
-                "RILLET_KAFKA_SASL_USERNAME": security.admin_user,
-                "RILLET_KAFKA_SASL_PASSWORD": security.admin_password,
-                "RILLET_KAFKA_SSL_CA_LOCATION": str(security.ca_cert),
-            }
+        if self.kafka_security is not None:
+            variables |= self.kafka_security.operator_environment()
         return variables
 
     def kafka_client_config(self) -> dict[str, Any]:

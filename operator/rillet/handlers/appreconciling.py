@@ -26,15 +26,29 @@ from typing import Any, Final, Literal
 import pydantic
 
 from rillet.api.v1alpha1 import apps, objects, tables, topics
-from rillet.handlers import indexes
+from rillet.handlers import appaccess, indexes
 from rillet.k8s import applying
-from rillet.reconcile import appobjects, appobservations, apprun, appstatus, naming, statuses
-from rillet.settings import AppSettings
+from rillet.reconcile import (
+    appobjects,
+    appobservations,
+    apprun,
+    appstatus,
+    kafkaaccess,
+    naming,
+    statuses,
+)
+from rillet.settings import AppSettings, KafkaSettings
 
 # Where an App stands because of its spec and references (not its driver): the scaling loop
 # reconciles such an App again, since no event of its own would.
 SPEC_REASONS: Final = frozenset(
-    {appstatus.INVALID_SPEC, appstatus.WAITING_FOR_TOPICS, appstatus.TOPICS_NOT_CO_PARTITIONED}
+    {
+        appstatus.INVALID_SPEC,
+        appstatus.WAITING_FOR_TOPICS,
+        appstatus.TOPICS_NOT_CO_PARTITIONED,
+        appstatus.KAFKA_UNAVAILABLE,
+        appstatus.KAFKA_ACCESS_NOT_GRANTED,
+    }
 )
 
 
@@ -45,18 +59,48 @@ class AppDeps:
     kube: applying.AppKube
     views: indexes.AppViews
     env: appobjects.AppEnvironment
+    access: appaccess.AppAccess | None = None  # per-App Kafka principals, when on
+
+
+def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogin | None:
+    """How App drivers log in to Kafka: as the App's own principal when those are on.
+
+    Raises ValueError when they are on but the operator does not log in with SASL/SCRAM: its
+    admin rights create the Apps' SCRAM users, on the listener the Apps use too.
+    """
+    if not settings.kafka_principals:
+        return None
+    protocol, mechanism = kafka.security_protocol, kafka.sasl_mechanism
+    if protocol not in ("SASL_SSL", "SASL_PLAINTEXT") or mechanism not in (
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-512",
+    ):
+        raise ValueError(
+            "per-App Kafka principals (RILLET_APP_KAFKA_PRINCIPALS) need the operator to log in "
+            "with SASL/SCRAM: set kafka.securityProtocol to SASL_SSL and kafka.saslMechanism to "
+            f"SCRAM-SHA-512 (now {protocol}, {mechanism or 'no mechanism'})"
+        )
+    return apprun.KafkaLogin.model_validate(
+        {
+            "security_protocol": protocol,
+            "sasl_mechanism": mechanism,
+            "credentials_dir": kafkaaccess.CREDENTIALS_DIR,
+            "ca": kafka.ssl_ca_location is not None,
+        }
+    )
 
 
 def environment(
-    settings: AppSettings, *, kafka_bootstrap: str, apiserver_url: str
+    settings: AppSettings, kafka: KafkaSettings, *, apiserver_url: str
 ) -> appobjects.AppEnvironment:
     """The environment every App's objects are built for."""
     return appobjects.AppEnvironment(
-        kafka_bootstrap=settings.kafka_bootstrap or kafka_bootstrap,
+        kafka_bootstrap=settings.kafka_bootstrap or kafka.bootstrap,
         image_pull_policy=settings.image_pull_policy,
         storage_class=settings.storage_class,
         checkpoint_size=settings.checkpoint_size,
         apiserver_url=settings.apiserver_url or apiserver_url,
+        kafka_login=kafka_login(settings, kafka),
     )
 
 
@@ -70,6 +114,7 @@ class Resolution:
         default_factory=appobservations.ReferenceCheck
     )
     copartitioning: tuple[str, ...] = ()
+    access_problem: tuple[str, str] | None = None  # (reason, message): see appstatus
 
 
 def _problem(error: ValueError) -> str:
@@ -146,6 +191,7 @@ def _run_spec(
         bootstrap_servers=env.kafka_bootstrap,
         checkpoint_location=appobjects.checkpoint_location(app),
         namespace=str(app.metadata.namespace),
+        kafka_login=env.kafka_login,
     )
 
 
@@ -290,6 +336,7 @@ def observe(
         missing_references=resolution.references.missing,
         unready_references=resolution.references.unready,
         copartitioning_problems=resolution.copartitioning,
+        access_problem=resolution.access_problem,
         driver=appobservations.driver_observation(driver_pod) if driver_pod else None,
         executors_desired=None if suspended else executors.get("desired"),
         executors_ready=appobservations.count_running_executors(executor_pods),
@@ -310,6 +357,18 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> AppReport:
     namespace, name = str(meta["namespace"]), str(meta["name"])
     resolution = resolve(body, deps.views, deps.env)
     applied = None
+    granted: tuple[Note, ...] = ()
+    access = resolution.objects.kafka_access if resolution.objects is not None else None
+    if access is not None and deps.access is not None:
+        # Before the objects: a new driver never starts without the ACLs of its spec.
+        provisioned = await deps.access.provision(access, deps.kube)
+        if provisioned.problem is not None:
+            resolution = Resolution(access_problem=provisioned.problem)
+        elif provisioned.changes:
+            message = f"Kafka principal {kafkaaccess.principal(access.user)}: "
+            granted = (
+                Note("Normal", "KafkaAccessGranted", message + "; ".join(provisioned.changes)),
+            )
     if resolution.objects is not None:
         try:
             applied = await deps.kube.apply(resolution.objects)
@@ -322,7 +381,9 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> AppReport:
     observation = observe(body, resolution, driver_pod=driver_pod, executor_pods=executor_pods)
     previous = body.get("status") or {}
     status = appstatus.app_status(observation, previous=previous, now=datetime.now(UTC))
-    notes = applied_notes(name, applied) + standing_notes(
-        previous, appstatus.derive_standing(observation)
+    notes = (
+        granted
+        + applied_notes(name, applied)
+        + standing_notes(previous, appstatus.derive_standing(observation))
     )
     return AppReport(statuses.merge_patch(previous, status), notes)

@@ -1,7 +1,8 @@
 """App handlers: every event reconciles the App as a whole (the scaling loop does the rest).
 
-No delete handler, so no finalizer: the App's objects carry owner references and the garbage
-collector removes them with it (the checkpoint volume stays, as a StatefulSet's claims do).
+The App's objects carry owner references and the garbage collector removes them with it (the
+checkpoint volume stays, as a StatefulSet's claims do). Only with per-App Kafka principals on is
+there a delete handler, and so a finalizer: the App's SCRAM user and ACLs live in Kafka.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from rillet.api.v1alpha1 import objects
-from rillet.handlers import appreconciling
+from rillet.handlers import appaccess, appreconciling
 from rillet.k8s import applying
 from rillet.reconcile import appobservations
 
@@ -43,3 +44,13 @@ async def reconcile_app(
         patch.status[key] = value
     for note in report.notes:
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+
+
+def _principals_on(memo: kopf.Memo, **_: Any) -> bool:
+    deps = memo.get("apps")
+    return deps is not None and deps.access is not None
+
+
+@kopf.on.delete(*RESOURCE, when=_principals_on)
+async def remove_app_principal(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
+    await appaccess.remove(body, memo.apps.access, retry=retry)

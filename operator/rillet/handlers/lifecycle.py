@@ -12,6 +12,7 @@ from typing import Any
 import kopf
 
 from rillet.handlers import (
+    appaccess,
     appreconciling,
     appscaling,
     indexes,
@@ -131,12 +132,12 @@ def start_apps(
     """What App reconciles use, and the scaling loop (not started yet). `namespaced`: the
     operator's rights are in its watched namespaces alone."""
     kube = AppKube(namespaced=namespaced)
+    env = appreconciling.environment(app_settings, kafka, apiserver_url=kube.apiserver_url)
     deps = appreconciling.AppDeps(
         kube=kube,
         views=indexes.AppViews.of(indexes_kwargs),
-        env=appreconciling.environment(
-            app_settings, kafka_bootstrap=kafka.bootstrap, apiserver_url=kube.apiserver_url
-        ),
+        env=env,
+        access=appaccess.build(app_settings, kafka),
     )
     lag = LagReader(kafka.client_config(), timeout=kafka.request_timeout_seconds)
     return deps, appscaling.AppScaler(deps=deps, lag=lag, writer=writer)

@@ -44,6 +44,7 @@ _PLURALS: Final = {
     "Deployment": "deployments",
     "NetworkPolicy": "networkpolicies",
     "Pod": "pods",
+    "Secret": "secrets",
 }
 # Every pod of every App, driver or executor (all carry these labels).
 APP_PODS_SELECTOR: Final = f"app.kubernetes.io/managed-by=rillet,{metadata.ROLE_LABEL}"
@@ -227,6 +228,25 @@ class AppKube:
     async def delete_all(self, paths: Sequence[str]) -> None:
         """Delete the objects at `paths`; one already gone is fine."""
         await asyncio.to_thread(self._delete_all, paths)
+
+    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret, None if there is none."""
+        return await asyncio.to_thread(self._get, object_path("v1", "Secret", namespace, name))
+
+    def _create(self, obj: Mapping[str, Any]) -> bool:
+        meta = obj["metadata"]
+        path = object_path(obj["apiVersion"], obj["kind"], meta["namespace"])
+        try:
+            self._call("POST", path, query=[("fieldManager", FIELD_MANAGER)], body=dict(obj))
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
+
+    async def create(self, obj: Mapping[str, Any]) -> bool:
+        """Create the object; False if one of its name exists already (it is left as it is)."""
+        return await asyncio.to_thread(self._create, obj)
 
     async def driver_pod(self, namespace: str, app: str) -> dict[str, Any] | None:
         """The App's driver pod, None if there is none."""

@@ -74,7 +74,8 @@ class KafkaUnavailableError(RuntimeError):
         self.lost_broker = lost_broker
 
 
-def _unreachable(error: BaseException) -> bool:
+def is_unreachable(error: BaseException) -> bool:
+    """Whether a failed call means no broker answered (or the login was refused)."""
     return (
         isinstance(error, KafkaException)
         and isinstance(error.args[0], KafkaError)
@@ -105,7 +106,7 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
     await asyncio.to_thread(concurrent.futures.wait, list(futures.values()))
     settled = {key: future.exception() or future.result() for key, future in futures.items()}
     errors = [r for r in settled.values() if isinstance(r, BaseException)]
-    if errors and len(errors) == len(settled) and all(_unreachable(e) for e in errors):
+    if errors and len(errors) == len(settled) and all(is_unreachable(e) for e in errors):
         raise KafkaUnavailableError(
             topicrequests.failure_of(errors[0]).message,
             lost_broker=all(_code(e) in _LOST_BROKER for e in errors),

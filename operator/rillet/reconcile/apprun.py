@@ -49,6 +49,16 @@ class WindowSpec(_Frozen):
     expiry_ms: int
 
 
+class KafkaLogin(_Frozen):
+    """How the driver logs in to Kafka: the settings here, the credentials in the files of a
+    Secret mounted at `credentials_dir` (username, password, ca.crt), never in the run spec."""
+
+    security_protocol: Literal["SASL_PLAINTEXT", "SASL_SSL"]
+    sasl_mechanism: Literal["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    credentials_dir: str
+    ca: bool = Field(default=False, description="Whether the directory holds ca.crt.")
+
+
 class EventTimeSpec(_Frozen):
     """An input's event-time column and allowed lateness (Spark's watermark delay)."""
 
@@ -90,6 +100,7 @@ class OutputSpec(_Frozen):
     key_format: fields.Format = "string"
     value_format: fields.Format = "json"
     window: WindowSpec | None = None
+    exactly_once: bool = Field(default=False, description="Written in Kafka transactions.")
 
 
 class PipelineSpec(_Frozen):
@@ -116,8 +127,12 @@ class RunSpec(_Frozen):
     bootstrap_servers: str
     kafka_config: dict[str, str] = Field(
         default_factory=dict,
-        description="Extra Kafka client settings (security), for Spark and confluent-kafka.",
+        # The runtime adds the login's credentials here, in memory: never shown.
+        repr=False,
+        description="Extra Kafka client settings (librdkafka names), for Spark and "
+        "confluent-kafka.",
     )
+    kafka_login: KafkaLogin | None = None
     checkpoint_location: str
     checkpoint_on_loss: apps.CheckpointLossPolicy = Field(
         default="Stall", description="What the driver does when a Table's checkpoint is lost."
@@ -126,6 +141,7 @@ class RunSpec(_Frozen):
     pipeline: PipelineSpec
     outputs: tuple[OutputSpec, ...]
     dead_letter_topic: str | None = None
+    dead_letter_exactly_once: bool = False
     trigger: TriggerSpec = TriggerSpec()
     shuffle_partitions: int
     spark_conf: dict[str, str] = Field(default_factory=dict)
@@ -286,6 +302,7 @@ def build_output(
         mode=item.mode or "append",
         key_format=_key_format(item.key_format or "string", keys, windowed=False),
         value_format=item.value_format or "json",
+        exactly_once=item.delivery == "ExactlyOnce",
     )
 
 
@@ -330,6 +347,7 @@ def build_run_spec(
     checkpoint_location: str | None = None,
     namespace: str | None = None,
     kafka_config: Mapping[str, str] | None = None,
+    kafka_login: KafkaLogin | None = None,
 ) -> RunSpec:
     """The run spec of `app`; raises UnresolvedError naming every missing object.
 
@@ -363,6 +381,7 @@ def build_run_spec(
         consumer_group=consumer_group(namespace=namespace, app=name),
         bootstrap_servers=bootstrap_servers,
         kafka_config=dict(kafka_config or {}),
+        kafka_login=kafka_login,
         checkpoint_location=location,
         checkpoint_on_loss=spec.checkpoint.on_loss if spec.checkpoint else "Stall",
         inputs=inputs,
@@ -372,6 +391,9 @@ def build_run_spec(
         ),
         outputs=outputs,
         dead_letter_topic=_dead_letter_topic(spec, topics_by_name),
+        dead_letter_exactly_once=bool(
+            spec.dead_letter_topic and spec.dead_letter_topic.delivery == "ExactlyOnce"
+        ),
         trigger=build_trigger(spec.trigger),
         shuffle_partitions=derive_shuffle_partitions(
             spark_conf=spark_conf,

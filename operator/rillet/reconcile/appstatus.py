@@ -9,9 +9,12 @@ Where an App stands, first match wins:
 - a spec the driver cannot run: Failed, Stalled (InvalidSpec);
 - a referenced Topic or Table missing or not Ready: Pending, Reconciling (WaitingForTopics);
 - inputs not co-partitioned: Failed, Stalled (TopicsNotCoPartitioned);
+- the App's own Kafka principal not provisioned: Pending, Reconciling (KafkaUnavailable) while
+  Kafka cannot be reached, Failed, Stalled (KafkaAccessNotGranted) when it refused the operator;
 - the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
 - the driver refusing to start over a lost Table checkpoint: Failed, Stalled (CheckpointLost,
-  with the choices it names), from its first exit on;
+  with the choices it names), from its first exit on; likewise Kafka refusing the App's
+  principal a topic (KafkaAccessDenied, naming the principal and the topics);
 - the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
 - the driver not ready yet: Pending, Reconciling (DriverStarting);
 - the driver reporting failing batches: Running, Reconciling (BatchesFailing);
@@ -39,6 +42,14 @@ CHECKPOINT_LOST: Final = "CheckpointLost"
 CHECKPOINT_LOST_ERROR: Final = f"{checkpointloss.CheckpointLostError.__qualname__}: "
 DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
 BATCHES_FAILING: Final = "BatchesFailing"
+# The App's own Kafka principal could not be provisioned: Kafka unreachable (it may come back),
+# or Kafka refused the operator (its rights need fixing).
+KAFKA_UNAVAILABLE: Final = "KafkaUnavailable"
+KAFKA_ACCESS_NOT_GRANTED: Final = "KafkaAccessNotGranted"
+# Kafka refused the App's principal something it does: how the driver's termination message
+# starts then (runtime.kafkalogin.ACCESS_DENIED).
+KAFKA_ACCESS_DENIED: Final = "KafkaAccessDenied"
+KAFKA_ACCESS_DENIED_ERROR: Final = f"{KAFKA_ACCESS_DENIED}: "
 RUNNING: Final = "Running"
 SUSPENDED: Final = "Suspended"
 
@@ -83,6 +94,9 @@ class AppObservation:
     missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
     unready_references: tuple[str, ...] = ()
     copartitioning_problems: tuple[str, ...] = ()
+    # Why the App's Kafka principal is not provisioned: (KAFKA_UNAVAILABLE or
+    # KAFKA_ACCESS_NOT_GRANTED, message); the driver is not (re)started meanwhile.
+    access_problem: tuple[str, str] | None = None
     driver: DriverObservation | None = None  # None: no driver pod (yet)
     batch_error: str | None = None  # the driver's last batch failure, while it still runs
     executors_desired: int | None = None
@@ -137,6 +151,11 @@ def _spec_standing(observation: AppObservation) -> Standing | None:
     if observation.copartitioning_problems:
         message = "; ".join(observation.copartitioning_problems)
         return Standing("Failed", statuses.Verdict("stalled", TOPICS_NOT_CO_PARTITIONED, message))
+    if observation.access_problem is not None:
+        reason, message = observation.access_problem
+        if reason == KAFKA_UNAVAILABLE:
+            return Standing("Pending", statuses.Verdict("progressing", reason, message))
+        return Standing("Failed", statuses.Verdict("stalled", reason, message))
     return None
 
 
@@ -146,6 +165,13 @@ def _crash_message(driver: DriverObservation) -> str:
     if line is None:
         return f"the driver exited{code} {driver.restart_count} times; see its logs"
     return f"{line}{code}"
+
+
+# What a driver that refused to go on says first in its termination message, and the reason.
+_REFUSALS: Final = (
+    (CHECKPOINT_LOST_ERROR, CHECKPOINT_LOST),
+    (KAFKA_ACCESS_DENIED_ERROR, KAFKA_ACCESS_DENIED),
+)
 
 
 def _driver_standing(driver: DriverObservation | None) -> Standing | None:
@@ -159,9 +185,10 @@ def _driver_standing(driver: DriverObservation | None) -> Standing | None:
         )
         return Standing("Failed", statuses.Verdict("stalled", DRIVER_IMAGE_UNAVAILABLE, message))
     running = driver.phase == "Running" and driver.ready
-    if not running and (driver.last_message or "").startswith(CHECKPOINT_LOST_ERROR):
-        message = (driver.last_message or "").removeprefix(CHECKPOINT_LOST_ERROR).strip()
-        return Standing("Failed", statuses.Verdict("stalled", CHECKPOINT_LOST, message))
+    for prefix, reason in _REFUSALS:
+        if not running and (driver.last_message or "").startswith(prefix):
+            message = (driver.last_message or "").removeprefix(prefix).strip()
+            return Standing("Failed", statuses.Verdict("stalled", reason, message))
     if driver.waiting_reason == "CrashLoopBackOff":
         verdict = statuses.Verdict("stalled", DRIVER_CRASH_LOOPING, _crash_message(driver))
         return Standing("Failed", verdict)

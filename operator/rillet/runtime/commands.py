@@ -212,7 +212,7 @@ def drive_app(
     """
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    from rillet.runtime import incluster, reporting
+    from rillet.runtime import incluster, kafkalogin, reporting
 
     def fail(message: str) -> typer.Exit:
         typer.echo(f"error: {message}", err=True)
@@ -220,7 +220,7 @@ def drive_app(
         return typer.Exit(code=1)
 
     try:
-        spec = _load_run_spec(run_spec)
+        spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
         pod = incluster.PodIdentity.from_environ(os.environ)
         conf = incluster.build_drive_conf(
             operator_conf=incluster.parse_spark_conf_json(os.environ.get(incluster.SPARK_CONF_ENV)),
@@ -259,6 +259,10 @@ def drive_app(
         )
     except Exception as error:
         logging.getLogger(__name__).exception("the App failed")
+        text = str(error)
+        if kafkalogin.is_refusal(text):
+            refused = kafkalogin.refused_topics(spec)
+            raise fail(kafkalogin.access_denied(text, spec, refused)) from None
         raise fail(incluster.summarize_error(error)) from None
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import signal
 import sys
 import threading
@@ -63,6 +64,10 @@ def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession
     builder = SparkSession.builder
     if run_options.master:
         builder = builder.master(run_options.master)
+    if (run_options.master or "").startswith("local"):
+        # Local Python workers (UDFs, exactly-once writes) run this interpreter, with its
+        # packages (rillet's included): pyspark takes PYSPARK_PYTHON, else `python3` on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in {**apprun.build_spark_conf(spec), **run_options.spark_conf}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -9,13 +9,15 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from rillet.reconcile import apprun
+from rillet.runtime import kafkalogin
 
 
 def kafka_client_options(spec: apprun.RunSpec) -> dict[str, str]:
-    """Connection settings of Spark's Kafka source and sink (prefixed `kafka.`)."""
+    """Connection settings of Spark's Kafka source and sink (prefixed `kafka.`, Java names)."""
+    java = kafkalogin.java_client_config(spec.kafka_config)
     return {
         "kafka.bootstrap.servers": spec.bootstrap_servers,
-        **{f"kafka.{key}": value for key, value in spec.kafka_config.items()},
+        **{f"kafka.{key}": value for key, value in java.items()},
     }
 
 
@@ -42,6 +44,9 @@ def stream_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[
         **kafka_client_options(spec),
         "subscribe": item.topic,
         "startingOffsets": item.starting_offsets,
+        # Spark names its consumer groups `<prefix>-<uuid>-<n>`: under the App's own group
+        # name, which is what the App's Kafka principal may use (reconcile.kafkaaccess).
+        "groupIdPrefix": f"{spec.consumer_group}.spark",
     }
     # `rillet run --max-offsets-per-trigger` overrides every input's own, as other flags do.
     limit = spec.max_offsets_per_trigger or item.max_offsets_per_trigger

@@ -2,6 +2,8 @@
 
 Records reach Kafka through Spark's Kafka writer, which is at-least-once: a batch interrupted
 after some of its records were sent runs again from the checkpoint, and sends them again.
+Outputs (and dead letters) with delivery ExactlyOnce are written in Kafka transactions instead
+(`transactions`): once, for read_committed consumers.
 - Topic outputs append each result row as a record (upsert mode: each batch's changed rows).
 - Table outputs upsert: each batch sends the changed rows of its keys (Spark's update mode), so
   the compacted changelog keeps the latest value per key. A re-run batch sends the same values
@@ -32,7 +34,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.reconcile import apprun
-from rillet.runtime import options, records
+from rillet.runtime import options, records, transactions
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
 
@@ -49,7 +51,7 @@ class BatchGate:
         self._closed = False
         self.last_written = -1
 
-    def write(self, batch_id: int, action: Callable[[], None]) -> None:
+    def write(self, batch_id: int, action: Callable[[], object]) -> None:
         """Run `action` (the batch's writes) unless the gate is closed."""
         with self._lock:
             if self._closed:
@@ -100,6 +102,7 @@ def start_output(spec: apprun.RunSpec, output: apprun.OutputSpec, frame: DataFra
         topic=output.topic,
         checkpoint=apprun.output_checkpoint(spec, output),
         mode=options.output_mode(output, spec.trigger),
+        exactly_once=output.exactly_once,
     )
 
 
@@ -120,11 +123,19 @@ def start_dead_letters(
         topic=spec.dead_letter_topic,
         checkpoint=apprun.dead_letter_checkpoint(spec, item),
         mode=options.output_mode(None, spec.trigger),
+        exactly_once=spec.dead_letter_exactly_once,
     )
 
 
 def _start(
-    frame: DataFrame, spec: apprun.RunSpec, *, name: str, topic: str, checkpoint: str, mode: str
+    frame: DataFrame,
+    spec: apprun.RunSpec,
+    *,
+    name: str,
+    topic: str,
+    checkpoint: str,
+    mode: str,
+    exactly_once: bool = False,
 ) -> Started:
     writer = frame.writeStream.outputMode(mode).queryName(name)
     writer = writer.option("checkpointLocation", checkpoint)
@@ -135,11 +146,31 @@ def _start(
     if spec.trigger.real_time_ms is not None:
         return Started(writer.format("kafka").options(**sink).start(), None)
     gate = BatchGate()
+    if exactly_once:
+        # The query's name within the App (after `<app>.`) names its transactions.
+        transactional = transactions.TransactionalSink(
+            config={**spec.kafka_config, "bootstrap.servers": spec.bootstrap_servers},
+            topic=topic,
+            prefix=f"{spec.consumer_group}.{name.removeprefix(f'{spec.app}.')}",
+            partitions=spec.shuffle_partitions,
+        )
+        return Started(
+            writer.foreachBatch(_transactional_writer(gate, transactional)).start(), gate
+        )
     return Started(writer.foreachBatch(_batch_writer(gate, sink)).start(), gate)
 
 
 def _batch_writer(gate: BatchGate, sink: Mapping[str, str]) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
         gate.write(batch_id, lambda: batch.write.format("kafka").options(**sink).save())
+
+    return write
+
+
+def _transactional_writer(
+    gate: BatchGate, sink: transactions.TransactionalSink
+) -> Callable[[DataFrame, int], None]:
+    def write(batch: DataFrame, batch_id: int) -> None:
+        gate.write(batch_id, lambda: transactions.write_batch(sink, batch, batch_id))
 
     return write

@@ -18,6 +18,14 @@ MAX_EXECUTORS = 1000
 
 StartingOffsets = Literal["earliest", "latest"]
 OutputMode = Literal["append", "upsert"]
+# How often a Topic output's records reach Kafka across failures (docs/runtime.md, "Delivery").
+Delivery = Literal["AtLeastOnce", "ExactlyOnce"]
+DELIVERY_DESCRIPTION = (
+    "AtLeastOnce (the default): a batch cut off by a failure is written again, so consumers may "
+    "see its records twice. ExactlyOnce: each batch is written in Kafka transactions, once; "
+    "consumers see each record once if they read with isolation.level=read_committed (Java "
+    "clients default to read_uncommitted), at some cost in throughput."
+)
 
 
 class ExternalTopic(objects.WireModel):
@@ -195,6 +203,13 @@ class Output(objects.WireModel):
             check=lambda o: (o.table_ref is None and o.mode != "upsert") or bool(o.key_columns),
         ),
         rules.Rule(
+            rule="!has(self.tableRef) || !has(self.delivery)",
+            message="a tableRef output upserts by key, so a batch written twice leaves the Table "
+            "the same: remove delivery (it is for topicRef outputs)",
+            field_path=".delivery",
+            check=lambda o: o.table_ref is None or o.delivery is None,
+        ),
+        rules.Rule(
             rule="!has(self.tableRef) || (!has(self.keyFormat) && !has(self.valueFormat))",
             message="a tableRef output is encoded as its Table says: remove keyFormat and "
             "valueFormat here and set the Table's keyFormat and valueFormat",
@@ -262,6 +277,9 @@ class Output(objects.WireModel):
         description="How a topicRef output's record value is written: json (the default), or "
         "string or bytes for a single valueColumn. A tableRef output uses the Table's "
         "valueFormat.",
+    )
+    delivery: Delivery | None = Field(
+        default=None, description=f"For topicRef outputs. {DELIVERY_DESCRIPTION}"
     )
 
 
@@ -406,3 +424,4 @@ class DeadLetter(objects.WireModel):
     topic_name: fields.KafkaTopicName | None = Field(
         default=None, description="A Kafka topic that no Topic object manages."
     )
+    delivery: Delivery | None = Field(default=None, description=DELIVERY_DESCRIPTION)

@@ -7,7 +7,7 @@ from typing import Any
 
 from rillet.api.v1alpha1 import apps
 from rillet.reconcile import apprun
-from rillet.reconcile.appobjects import contexts, drivers, rbac, sparkconfs
+from rillet.reconcile.appobjects import contexts, credentials, drivers, rbac, sparkconfs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -22,6 +22,8 @@ class AppObjects:
     stateful_set: dict[str, Any]
     spec_hash: str
     spark_conf: dict[str, str]
+    # The App's own Kafka principal, provisioned before these objects are applied.
+    kafka_access: credentials.KafkaAccess | None = None
 
     def in_apply_order(self) -> tuple[dict[str, Any], ...]:
         """Identity and permissions first, the ConfigMap before the pod that reads it."""
@@ -53,4 +55,5 @@ def build_app_objects(
         stateful_set=drivers.build_stateful_set(context),
         spec_hash=drivers.spec_hash(context),
         spark_conf=sparkconfs.build_spark_conf(context),
+        kafka_access=credentials.build_kafka_access(context),
     )

@@ -55,6 +55,9 @@ class AppEnvironment:
     storage_class: str | None = None  # None: the cluster's default StorageClass
     checkpoint_size: str = "1Gi"
     apiserver_url: str = "https://kubernetes.default.svc:443"
+    # Set when each App logs in to Kafka as its own principal (kafkaaccess): the driver mounts
+    # the App's Kafka Secret and the run spec says how to use it.
+    kafka_login: apprun.KafkaLogin | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -21,10 +21,11 @@ from typing import Any, Final
 
 import yaml
 
-from rillet.reconcile import apprun, naming
+from rillet.reconcile import apprun, kafkaaccess, naming
 from rillet.reconcile.appobjects import contexts, fragments, metadata, pods, sparkconfs
 
 DRIVER_CONTAINER: Final = "driver"
+KAFKA_CREDENTIALS_VOLUME: Final = "kafka-credentials"
 DRIVE_COMMAND: Final = ("rillet", "drive", contexts.RUN_SPEC_PATH)
 DRIVE_ARGS: Final = ("--executor-pod-template", contexts.EXECUTOR_TEMPLATE_PATH)
 SPARK_CONF_ENV: Final = "RILLET_SPARK_CONF_JSON"
@@ -183,6 +184,19 @@ def _driver_mounts(context: contexts.AppContext) -> fragments.Fragment:
     return {"volumeMounts": [config, *pods.checkpoint_mount(context).get("volumeMounts", [])]}
 
 
+def _kafka_credentials_mount(context: contexts.AppContext) -> fragments.Fragment:
+    # Files, not environment variables: they stay out of the pod spec, `kubectl describe` and
+    # /proc/<pid>/environ. Executors need none: Spark hands them the Kafka options.
+    if context.env.kafka_login is None:
+        return {}
+    mount = {
+        "name": KAFKA_CREDENTIALS_VOLUME,
+        "mountPath": context.env.kafka_login.credentials_dir,
+        "readOnly": True,
+    }
+    return {"volumeMounts": [mount]}
+
+
 def _driver_readiness(context: contexts.AppContext) -> fragments.Fragment:
     # The RPC port opens once the SparkContext runs: before that the App is still starting.
     return {
@@ -205,6 +219,7 @@ DRIVER_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     pods.hardened,
     _termination_message,
     _driver_mounts,
+    _kafka_credentials_mount,
     pods.tmp_mount,
     _driver_readiness,
 )
@@ -245,6 +260,17 @@ def _config_volume(context: contexts.AppContext) -> fragments.Fragment:
     return {"spec": {"volumes": [{"name": pods.CONFIG_VOLUME, "configMap": config_map}]}}
 
 
+def _kafka_credentials_volume(context: contexts.AppContext) -> fragments.Fragment:
+    if context.env.kafka_login is None:
+        return {}
+    secret = {
+        "secretName": kafkaaccess.secret_name(context.name),
+        # Readable by the runtime's group (fsGroup) alone.
+        "defaultMode": 0o440,
+    }
+    return {"spec": {"volumes": [{"name": KAFKA_CREDENTIALS_VOLUME, "secret": secret}]}}
+
+
 def _driver_container(context: contexts.AppContext) -> fragments.Fragment:
     return {"spec": {"containers": [fragments.build(context, DRIVER_CONTAINER_OPTIONS)]}}
 
@@ -255,6 +281,7 @@ DRIVER_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     pods.restricted,
     _graceful_stop,
     _config_volume,
+    _kafka_credentials_volume,
     pods.tmp_volume,
     _driver_container,
 )

@@ -1,0 +1,264 @@
+"""Each App its own Kafka principal, on a SASL_SSL Kafka with ACLs enforced, its pods on the node.
+
+Test plan (a broker of the test's own: SCRAM-SHA-512, the StandardAuthorizer with
+allow.everyone.if.no.acl.found=false, a certificate from a CA of the test's own, listening on
+the node's address; an operator with the admin's credentials and `kafka.appPrincipals` on):
+- the word count runs as its own SCRAM user `rillet.<ns>.<app>`: the Table equals the ground
+  truth, and Kafka holds exactly the ACLs its spec needs (READ on its input, WRITE on its Table,
+  its groups);
+- a second App reading a topic that is no Topic of its own (`external`) is refused by Kafka:
+  the App is Stalled (KafkaAccessDenied) naming its principal and the topic; given the Topic
+  as its input instead (a changed spec), it is granted it and becomes Ready, and its
+  exactly-once output holds each line written after that once for a read_committed consumer
+  (its executors' transactions, as its principal);
+- no generated password appears in the operator's log, the pods' logs, the pod specs, the
+  ConfigMaps, the Apps' status, the Events or the Spark UI's environment and SQL plans;
+- once the App is deleted its user no longer logs in, and no ACL of it is left.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from rillet.devstack import pki, processes, provisioning
+from rillet.devstack import stack as devstack
+from rillet.devstack.kafka import KafkaCluster, secure
+from rillet.devstack.operating import OperatorProcess
+from rillet.runtime import tables
+
+from .conftest import Kube
+from .objects import apply, get, wait_condition
+from .polling import wait_for
+from .test_apps_on_node import (
+    COUNT_WORDS,
+    SMALL,
+    driver_running,
+    names,
+    pods,
+    produce_lines,
+    stalled,
+    wait_table,
+    word_count,
+)
+
+
+@pytest.fixture
+def node_secured_kafka(stack: devstack.StackState, tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A SASL_SSL broker with ACLs enforced, on the address pods reach; stopped afterwards."""
+    address = stack.kafka_bootstrap.split(",")[0].rsplit(":", 1)[0]
+    cluster = KafkaCluster(
+        libs=provisioning.KAFKA.directory / "libs",
+        root=tmp_path / "kafka",
+        heap="384m",
+        host=address,
+        security=secure(pki.ensure(tmp_path / "pki"), host=address),
+    )
+    records, _ = cluster.start()
+    try:
+        yield cluster
+    finally:
+        for record in records:
+            processes.stop(record)
+
+
+def _settings(cluster: KafkaCluster) -> dict[str, str]:
+    security = cluster.security
+    assert security is not None
+    return {**security.operator_environment(), "RILLET_KAFKA_BOOTSTRAP": cluster.bootstrap}
+
+
+def _acls(admin: AdminClient, user: str) -> set[tuple[str, str, str, str]]:
+    query = AclBindingFilter(
+        ResourceType.ANY,
+        None,  # type: ignore[arg-type]
+        ResourcePatternType.ANY,
+        f"User:{user}",
+        None,  # type: ignore[arg-type]
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    return {
+        (b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
+        for b in admin.describe_acls(query).result(timeout=30)
+    }
+
+
+def _password(kube: Kube, namespace: str, app: str) -> str:
+    secret = json.loads(
+        kube.kubectl("get", "secret", f"{app}-kafka", "-n", namespace, "-o", "json").stdout
+    )
+    return base64.b64decode(secret["data"]["password"]).decode()
+
+
+def _logs(kube: Kube, namespace: str) -> list[str]:
+    """Every container log of the namespace's pods, the previous run's too."""
+    found = []
+    for pod in pods(kube, namespace, "driver") + pods(kube, namespace, "executor"):
+        name = pod["metadata"]["name"]
+        for previous in ("--previous=false", "--previous=true"):
+            result = kube.kubectl("logs", name, "-n", namespace, previous, check=False)
+            found.append(result.stdout)
+    return found
+
+
+def _spark_ui(kube: Kube, namespace: str, app: str) -> list[str]:
+    """The Spark UI's environment and SQL plans of the App's driver, through the apiserver."""
+    base = f"/api/v1/namespaces/{namespace}/pods/{app}-driver-0:4040/proxy/api/v1/applications"
+    listed = json.loads(kube.kubectl("get", "--raw", base).stdout)
+    shown = []
+    for application in listed:
+        for page in ("environment", "sql?details=true&planDescription=true", "executors"):
+            shown.append(kube.kubectl("get", "--raw", f"{base}/{application['id']}/{page}").stdout)
+    return shown
+
+
+def _committed_records(cluster: KafkaCluster, topic: str) -> int:
+    """The records of `topic` a read_committed consumer sees (the admin's login)."""
+    entries = tables.read_changelog(
+        bootstrap_servers=cluster.bootstrap, topic=topic, kafka_config=cluster.client_config()
+    )
+    return len(entries)
+
+
+def _logs_in(cluster: KafkaCluster, user: str, password: str) -> bool:
+    """Whether Kafka takes the login (False only when it says the authentication failed)."""
+    security = cluster.security
+    assert security is not None
+    refusals: list[KafkaError] = []
+    config: dict[str, Any] = {
+        "bootstrap.servers": cluster.bootstrap,
+        **security.client_config(user=user, password=password),
+        "error_cb": refusals.append,
+    }
+    client = AdminClient(config)
+    try:
+        client.list_topics(timeout=15)
+    except KafkaException:
+        client.poll(0)  # serves error_cb
+        if any(e.code() == KafkaError._AUTHENTICATION for e in refusals):
+            return False
+        raise
+    return True
+
+
+def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
+    kube: Kube,
+    kafka_prefix: str,
+    runtime_image: str,
+    node_secured_kafka: KafkaCluster,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    cluster = node_secured_kafka
+    admin_config = cluster.client_config()
+    admin = AdminClient(admin_config)
+    own = lone_operator(settings=_settings(cluster))
+    own.start()
+    namespace = own.namespace_pattern
+
+    app, lines, counts = names(kafka_prefix)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    wait_for(
+        driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
+    )
+    user = f"rillet.{namespace}.{app}"
+    assert _acls(admin, user) == {
+        ("TOPIC", lines, "LITERAL", "READ"),
+        ("TOPIC", lines, "LITERAL", "DESCRIBE_CONFIGS"),
+        ("TOPIC", counts, "LITERAL", "WRITE"),
+        ("GROUP", user, "LITERAL", "READ"),
+        ("GROUP", f"{user}.", "PREFIXED", "READ"),
+        ("TRANSACTIONAL_ID", f"{user}.", "PREFIXED", "WRITE"),
+    }
+    truth = produce_lines(cluster.bootstrap, lines, 20_000, seed=11, config=admin_config)
+    wait_table(cluster.bootstrap, counts, truth, timeout=420, config=admin_config)
+
+    intruder = f"{kafka_prefix}-intruder"
+    apply(
+        kube,
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": f"{intruder}-out", "namespace": namespace},
+            "spec": {"partitions": 1, "deletionPolicy": "Delete"},
+        },
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": intruder, "namespace": namespace},
+            "spec": {
+                "image": runtime_image,
+                "inputs": [
+                    {"name": "stolen", "external": {"topicName": lines}, "format": "string"}
+                ],
+                "pipeline": {"sql": "SELECT value FROM stolen"},
+                "outputs": [{"topicRef": {"name": f"{intruder}-out"}, "delivery": "ExactlyOnce"}],
+                "scaling": {"minExecutors": 1, "maxExecutors": 1},
+                "driver": SMALL,
+                "executor": SMALL,
+            },
+        },
+    )
+    refused = wait_for(
+        stalled(kube, intruder, namespace), timeout=300, interval=3, what="the intruder Stalled"
+    )
+    assert refused["reason"] == "KafkaAccessDenied", refused
+    assert f"User:rillet.{namespace}.{intruder}" in refused["message"]
+    assert f"topics [{lines}] (TOPIC_AUTHORIZATION_FAILED)" in refused["message"]
+
+    passwords = [_password(kube, namespace, app), _password(kube, namespace, intruder)]
+    shown = [
+        own.log.read_text(encoding="utf-8", errors="replace"),
+        *_logs(kube, namespace),
+        *_spark_ui(kube, namespace, app),
+        kube.kubectl("get", "pods,configmaps,statefulsets", "-n", namespace, "-o", "json").stdout,
+        kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout,
+        json.dumps([get(kube, "app", name, namespace) for name in (app, intruder)]),
+    ]
+    assert shown[0], "the operator's log is empty"
+    assert all(shown[-6:]), "Spark's UI or an object is empty"
+    for password in passwords:
+        assert not [text for text in shown if password in text], "a password was shown"
+
+    # Given the Topic as its own input instead, the intruder is granted it before its new
+    # driver starts, and runs.
+    # Its output is exactly-once: its executors write in transactions as its principal. (Its
+    # checkpoint starts at the end the refused run planned: lines written from now on.)
+    own_input = {"name": "stolen", "topicRef": {"name": lines}, "format": "string"}
+    patch = json.dumps({"spec": {"inputs": [own_input]}})
+    kube.kubectl("patch", "app", intruder, "-n", namespace, "--type=merge", "-p", patch)
+    wait_condition(kube, "app", intruder, namespace, timeout=300)
+    granted = _acls(admin, f"rillet.{namespace}.{intruder}")
+    assert ("TOPIC", lines, "LITERAL", "READ") in granted
+    assert ("TOPIC", f"{intruder}-out", "LITERAL", "READ") in granted  # its markers
+    produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
+    wait_for(
+        lambda: _committed_records(cluster, f"{intruder}-out") == 2_000,
+        timeout=300,
+        interval=3,
+        what="the intruder's 2,000 copies, read_committed",
+    )
+
+    assert _logs_in(cluster, user, passwords[0])
+    kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", timeout=120)
+    wait_for(lambda: not _acls(admin, user), timeout=60, interval=2, what="the App's ACLs gone")
+    assert not _logs_in(cluster, user, passwords[0]), "the deleted App's user still logs in"
