@@ -28,6 +28,7 @@ from rillet.devstack import (
     hostcleanup,
     images,
     node,
+    packages,
     paths,
     pki,
     processes,
@@ -142,6 +143,9 @@ def up(
         raise NodeUnavailableError(
             f"{reason}; `rillet dev up --no-node` starts the stack without it"
         )
+    if with_node and (wanted := packages.missing_packages()):
+        with report(f"install {' '.join(wanted)} (apt, once)"):
+            packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     down()
     needed = provisioning.missing(provisioning.artefacts(with_node=with_node))
     toolchain.require(provisioning.tools_for(needed) | {"java"})
