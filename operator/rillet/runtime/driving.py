@@ -176,6 +176,20 @@ class Driver:
                 return
             time.sleep(_POLL_SECONDS)
 
+    def wait_until_reading(self, stop: threading.Event) -> None:
+        """Until every query has fixed the offsets it starts from, or `stop` is set; raises
+        QueryFailedError on a failure.
+
+        Spark resolves a new query's `latest` on its first trigger, after start() returned:
+        records written before then are skipped. So an App is not Ready (its metrics port
+        closed) until then, and what is written once it is Ready is read.
+        """
+        while not (stop.is_set() or all(_reading(q) for q in self.queries)):
+            failure = self.failure()
+            if failure is not None:
+                raise QueryFailedError(failure)
+            time.sleep(_POLL_SECONDS)
+
     def stop(self, *, timeout: float = 60.0) -> None:
         """Stop every query at a batch boundary: what a batch wrote is committed, nothing more.
 
@@ -204,6 +218,13 @@ class Driver:
         if self.committer is not None:
             self.committer.close()
             self.committer = None
+
+
+def _reading(query: StreamingQuery) -> bool:
+    """Whether `query` has fixed its start offsets: it planned a batch (data available) or
+    reported a trigger (progress), or it ended."""
+    status = query.status
+    return bool(not query.isActive or query.lastProgress is not None or status["isDataAvailable"])
 
 
 def _at_boundary(query: StreamingQuery, last_written: int | None) -> bool:
@@ -270,7 +291,8 @@ def run(
     try:
         with stop_on_signals(stop), (alongside or _nothing)(spark):
             driver.start()
-            # Served once the queries run: a driver pod is Ready when its metrics port answers,
+            driver.wait_until_reading(stop)
+            # Served once the queries read: a driver pod is Ready when its metrics port answers,
             # so a driver that refuses to start (a lost checkpoint) is never Ready, even briefly.
             if run_options.metrics_port is not None:
                 port = driver.metrics.serve(

@@ -198,9 +198,9 @@ def _kafka_credentials_mount(context: contexts.AppContext) -> fragments.Fragment
 
 
 def _driver_readiness(context: contexts.AppContext) -> fragments.Fragment:
-    # The RPC port opens once the SparkContext runs: before that the App is still starting.
     return {
-        # The metrics port opens once the App's queries have started (runtime.driving.run).
+        # The metrics port opens once the App's queries have fixed the offsets they start from
+        # (runtime.driving.run): records written after Ready are read, even from `latest`.
         "readinessProbe": {
             "tcpSocket": {"port": "metrics"},
             "periodSeconds": 5,
