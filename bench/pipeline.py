@@ -10,6 +10,12 @@ count: split each line into words, count per word, write the changed counts to a
   whole topic with an availableNow trigger in batches of MAX_OFFSETS records; records/s per
   core = records/s / task slots. Timed from the start of its queries to the end of the last
   batch (the JVM is started before, in its own process);
+- (a-hand) the same word count as a hand-written PySpark job (Kafka source, the App's SQL,
+  Spark's Kafka writer in update mode), local[1], same session settings: Rillet's own overhead;
+- (e) Kafka Streams 4.1.1 (bench/kstreams/WordCount.java, one stream thread, default record
+  cache, RocksDB store), at_least_once and exactly_once_v2: the peer users would pick instead.
+  Timed from start() to the end of close() (every count written and committed); steady state
+  between 10% and 90% of the words counted;
 - (a0) Spark's Kafka source alone (a batch count(*) of the topic, local[1], cold and warm):
   what any Spark pipeline is bounded by, next to (d);
 - (b) the same work as a plain confluent-kafka loop in one Python process: consume a batch,
@@ -84,13 +90,17 @@ def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> s
     return name
 
 
-def produce_lines(bootstrap: str, topic: str, count: int) -> None:
+def produce_lines(bootstrap: str, topic: str, count: int) -> int:
+    """Produce `count` lines of 1 to 8 words; returns how many words they hold."""
     import random
 
     rng = random.Random(42)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+    words = 0
     for index in range(count):
-        line = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 8)))
+        length = rng.randint(1, 8)
+        words += length
+        line = " ".join(rng.choice(WORDS) for _ in range(length))
         while True:
             try:
                 producer.produce(topic, value=line, partition=index % PARTITIONS)
@@ -98,6 +108,7 @@ def produce_lines(bootstrap: str, topic: str, count: int) -> None:
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(60) == 0
+    return words
 
 
 # (a) the Rillet App ----------------------------------------------------------------------------
@@ -167,6 +178,10 @@ def spark_worker(args: argparse.Namespace) -> None:
         print(json.dumps(count_source(spark, spec)), flush=True)
         spark.stop()
         return
+    if args.hand:
+        print(json.dumps(hand_written(spark, args)), flush=True)
+        spark.stop()
+        return
     batches: list[Any] = []
     driver = driving.Driver(spark, spec, on_batch=[batches.append])
     started = time.monotonic()
@@ -185,6 +200,45 @@ def spark_worker(args: argparse.Namespace) -> None:
         sys.stdin.read()  # until the benchmark closes our stdin
         driver.stop(timeout=10)
     spark.stop()
+
+
+def hand_written(spark: Any, args: argparse.Namespace) -> dict[str, float]:
+    """(a-hand): the word count as one would write it in PySpark without Rillet, in the same
+    session (so the same Spark settings): Kafka source, the App's SQL, Spark's Kafka writer in
+    update mode, the same batch size and trigger. What (a) adds to it is Rillet's own cost."""
+    from pyspark.sql import functions as f
+
+    lines = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("subscribe", args.source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", MAX_OFFSETS)
+        .load()
+    )
+    lines.selectExpr("CAST(value AS STRING) AS value").createOrReplaceTempView("sentences")
+    documents = yaml.safe_load_all((REPO / "examples/wordcount.yaml").read_text())
+    app = next(d for d in documents if d["kind"] == "App")
+    counts = spark.sql(app["spec"]["pipeline"]["sql"])
+    started = time.monotonic()
+    query = (
+        counts.select(
+            f.col("word").alias("key"), f.to_json(f.struct("word", "count")).alias("value")
+        )
+        .writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", args.bootstrap)
+        .option("topic", args.target)
+        .option("checkpointLocation", args.checkpoint)
+        .outputMode("update")
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = time.monotonic() - started
+    later = [p for p in query.recentProgress if p["batchId"] > 0 and p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in later)
+    busy = sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
+    return {"seconds": seconds, "steady": rows / max(busy, 1e-9)}
 
 
 def count_source(spark: Any, spec: Any) -> dict[str, float]:
@@ -220,9 +274,12 @@ def run_worker(bootstrap: str, *args: str) -> dict[str, Any]:
     return figures
 
 
-def bench_spark(bootstrap: str, source: str, master: str, workdir: Path) -> tuple[float, float]:
+def bench_spark(
+    bootstrap: str, source: str, master: str, workdir: Path, *, hand: bool = False
+) -> tuple[float, float]:
     """Records/s of the word-count App over the whole topic, and over its batches after the
-    first (which also warms up the JVM's JIT, code generation and Kafka connections)."""
+    first (which also warms up the JVM's JIT, code generation and Kafka connections); `hand`:
+    of the hand-written PySpark job instead."""
     table = create_topic(
         bootstrap,
         f"bench.counts.{uuid.uuid4().hex[:8]}",
@@ -243,6 +300,7 @@ def bench_spark(bootstrap: str, source: str, master: str, workdir: Path) -> tupl
         "available-now",
         "--partitions",
         str(PARTITIONS),
+        *(["--hand"] if hand else []),
     )
     return RECORDS / float(figures["seconds"]), float(figures["steady"])
 
@@ -536,6 +594,42 @@ def _latencies(
     return statistics.median(ordered), ordered[int(0.99 * (len(ordered) - 1))], len(ordered)
 
 
+# (e) Kafka Streams ----------------------------------------------------------------------------
+
+KAFKA_STREAMS_SOURCE = REPO / "bench/kstreams/WordCount.java"
+
+
+def kafka_streams_classpath(workdir: Path) -> str:
+    """Kafka Streams' jars (fetched once into the cache) and WordCount, compiled here."""
+    from rillet.devstack import provisioning
+
+    libs = provisioning.provision(provisioning.KAFKA_STREAMS) / "libs"
+    classpath = f"{libs}/*"
+    classes = workdir / "kstreams-classes"
+    subprocess.run(
+        ["javac", "-d", str(classes), "-cp", classpath, str(KAFKA_STREAMS_SOURCE)], check=True
+    )
+    return f"{classes}:{classpath}"
+
+
+def bench_kafka_streams(
+    bootstrap: str, source: str, words: int, guarantee: str, classpath: str, workdir: Path
+) -> tuple[float, float]:
+    """Records/s of the Kafka Streams word count (one stream thread, default record cache):
+    whole run, and steady state."""
+    name = f"bench.kstreams.{uuid.uuid4().hex[:8]}"
+    target = create_topic(bootstrap, name, PARTITIONS, **{"cleanup.policy": "compact"})
+    state = workdir / uuid.uuid4().hex
+    command = ["java", "-Xmx1g", "-cp", classpath, "WordCount", bootstrap, source, target]
+    command += [str(RECORDS), str(words), guarantee, str(state)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines:
+        raise RuntimeError(f"Kafka Streams failed: {result.stderr[-3000:]}")
+    figures = json.loads(lines[-1])
+    return RECORDS / float(figures["seconds"]), float(figures["steady"])
+
+
 # Main -----------------------------------------------------------------------------------------
 
 
@@ -579,6 +673,7 @@ def main() -> None:
     ):
         worker.add_argument(option, required=True)
     worker.add_argument("--stateless", action="store_true")
+    worker.add_argument("--hand", action="store_true")
     worker.add_argument("--delivery", choices=["AtLeastOnce", "ExactlyOnce"])
     parser.add_argument("--records", type=int, default=RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per figure")
@@ -606,7 +701,7 @@ def run_benchmark(*, only: str | None = None) -> None:
 def throughput(bootstrap: str) -> None:
     source = create_topic(bootstrap, f"bench.sentences.{uuid.uuid4().hex[:8]}", PARTITIONS)
     print(f"producing {RECORDS:,} lines into {source} ({PARTITIONS} partitions) ...", flush=True)
-    produce_lines(bootstrap, source, RECORDS)
+    words = produce_lines(bootstrap, source, RECORDS)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         spark1 = median_pair(
@@ -615,6 +710,20 @@ def throughput(bootstrap: str) -> None:
         spark2 = median_pair(
             "(a) Spark local[2]", lambda: bench_spark(bootstrap, source, "local[2]", workdir)
         )
+        hand = median_pair(
+            "(a-hand) PySpark by hand local[1]",
+            lambda: bench_spark(bootstrap, source, "local[1]", workdir, hand=True),
+        )
+        classpath = kafka_streams_classpath(workdir)
+        streams = {
+            guarantee: median_pair(
+                f"(e) Kafka Streams {guarantee}",
+                lambda guarantee=guarantee: bench_kafka_streams(
+                    bootstrap, source, words, guarantee, classpath, workdir
+                ),
+            )
+            for guarantee in ("at_least_once", "exactly_once_v2")
+        }
         source_only = median_pair(
             "(a0) Spark Kafka source alone",
             lambda: bench_spark_source(bootstrap, source, workdir),
@@ -628,6 +737,8 @@ def throughput(bootstrap: str) -> None:
     report(
         spark1=spark1,
         spark2=spark2,
+        hand=hand,
+        streams=streams,
         source_only=source_only,
         plain=plain,
         faust=faust,
@@ -721,6 +832,8 @@ def report(
     *,
     spark1: tuple[float, float],
     spark2: tuple[float, float],
+    hand: tuple[float, float],
+    streams: dict[str, tuple[float, float]],
     source_only: tuple[float, float],
     plain: float,
     faust: float,
@@ -734,6 +847,11 @@ def report(
             spark2[0],
             spark2[0] / 2,
             f"steady {spark2[1]:,.0f}/s, {spark2[1] / 2:,.0f}/s per core",
+        ),
+        ("(a-hand) PySpark by hand [1]", hand[0], hand[0], f"steady {hand[1]:,.0f}/s"),
+        *(
+            (f"(e) Kafka Streams {name}", rate, rate, f"steady {steady:,.0f}/s, 1 thread")
+            for name, (rate, steady) in streams.items()
         ),
         (
             "(a0) Spark Kafka source",
@@ -763,6 +881,19 @@ def report(
             f"{name} steady state: (a)/(c) = {per_core / faust:.1f}x, "
             f"(a)/(d) = {per_core / ceiling:.0%}"
         )
+    peer = streams["at_least_once"]
+    for name, whole, steady in (
+        ("local[1]", spark1[0], spark1[1]),
+        ("local[2]", spark2[0] / 2, spark2[1] / 2),
+    ):
+        print(
+            f"{name} per core / Kafka Streams at_least_once: {whole / peer[0]:.1f}x whole run "
+            f"(target >= 2x), {steady / peer[1]:.1f}x steady state (target >= 3x)"
+        )
+    print(
+        f"Rillet's overhead over the hand-written job (local[1]): {1 - spark1[0] / hand[0]:.0%} "
+        f"whole run, {1 - spark1[1] / hand[1]:.0%} steady state (target <= 5%)"
+    )
     print(
         f"Spark's Kafka source alone: cold {source_only[0] / ceiling:.0%}, warm "
         f"{source_only[1] / ceiling:.0%} of (d): the bound on (a)/(d) for any Spark pipeline; "

@@ -346,6 +346,14 @@ def fetch_kafka(scratch: Path, target: Path, progress: Progress) -> None:
     )
 
 
+def fetch_kafka_streams(scratch: Path, target: Path, progress: Progress) -> None:
+    """Kafka Streams at the broker's version and its runtime dependencies (RocksDB), for the
+    benchmark's peer row (bench/pipeline.py): no stack needs it."""
+    _copy_maven_dependencies(
+        scratch, target, [("org.apache.kafka", "kafka-streams", versions.KAFKA)]
+    )
+
+
 def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path | str) -> str:
     """A pom whose `dependency:copy` copies exactly these jars, resolving none of their POMs'
     dependencies (Spark's parent POM names repositories this machine cannot reach)."""
@@ -414,6 +422,8 @@ LOCAL_PATH = Artefact(
 )
 KAFKA = Artefact("kafka", versions.KAFKA, ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
+# The benchmark's alone (bench/pipeline.py provisions it when it runs).
+KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
 # Cheap first: a missing tool or an unreachable registry shows before the long Kubernetes builds.
 ALL = (KAFKA, SPARK_KAFKA, ETCD, HELM, LOCAL_PATH, COREDNS, KUBERNETES, KUBERNETES_NODE)
