@@ -90,6 +90,15 @@ def create_topic(bootstrap: str, name: str, partitions: int, **config: str) -> s
     return name
 
 
+def delete_bench_topics(bootstrap: str) -> None:
+    """Every topic a benchmark made (inputs, outputs, Kafka Streams' internal ones): a run
+    leaves millions of records behind otherwise."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    names = [n for n in admin.list_topics(timeout=30).topics if n.startswith(("bench.", "bench-"))]
+    for future in admin.delete_topics(names).values() if names else ():
+        future.result(timeout=60)
+
+
 def produce_lines(bootstrap: str, topic: str, count: int) -> int:
     """Produce `count` lines of 1 to 8 words; returns how many words they hold."""
     import random
@@ -690,12 +699,15 @@ def main() -> None:
 
 def run_benchmark(*, only: str | None = None) -> None:
     bootstrap = bootstrap_servers()
-    if only in (None, "throughput"):
-        throughput(bootstrap)
-    if only in (None, "delivery"):
-        delivery(bootstrap)
-    if only not in ("throughput", "delivery"):
-        report_latency(*latencies(bootstrap))
+    try:
+        if only in (None, "throughput"):
+            throughput(bootstrap)
+        if only in (None, "delivery"):
+            delivery(bootstrap)
+        if only not in ("throughput", "delivery"):
+            report_latency(*latencies(bootstrap))
+    finally:
+        delete_bench_topics(bootstrap)
 
 
 def throughput(bootstrap: str) -> None:
