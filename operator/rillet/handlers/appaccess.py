@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import kopf
 
+from rillet.handlers import deleting
 from rillet.k8s.applying import AppKube
 from rillet.kafka.admin import KafkaUnavailableError
 from rillet.kafka.principals import AccessError, PrincipalAdmin
@@ -27,7 +28,6 @@ from rillet.reconcile.appobjects.credentials import KafkaAccess
 from rillet.settings import AppSettings, KafkaSettings
 
 PASSWORD_BYTES: Final = 32
-UNAVAILABLE_RETRIES: Final = 3
 
 
 def _encode(data: Mapping[str, str]) -> dict[str, str]:
@@ -119,10 +119,7 @@ async def remove(body: kopf.Body, access: AppAccess, *, retry: int) -> None:
     try:
         await access.admin.remove(user)
     except KafkaUnavailableError as error:
-        if retry < UNAVAILABLE_RETRIES:
-            raise kopf.TemporaryError(
-                f"Kafka unreachable: {error}", delay=5 * (retry + 1)
-            ) from error
+        deleting.retry_while_unreachable(error, retry=retry)
         kopf.warn(
             body,
             reason="KafkaPrincipalKept",

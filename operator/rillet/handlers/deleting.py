@@ -20,6 +20,13 @@ from rillet.kafka.syncing import TopicSyncer
 UNAVAILABLE_RETRIES = 3
 
 
+def retry_while_unreachable(error: KafkaUnavailableError, *, retry: int) -> None:
+    """Retry a cleanup Kafka could not serve, UNAVAILABLE_RETRIES times with growing delays;
+    return once they are spent: the caller then lets the object go and says what it kept."""
+    if retry < UNAVAILABLE_RETRIES:
+        raise kopf.TemporaryError(f"Kafka unreachable: {error}", delay=5 * (retry + 1)) from error
+
+
 def wants_topic_deleted(spec: kopf.Spec, annotations: Mapping[str, str], **_: Any) -> bool:
     return spec.get("deletionPolicy") == "Delete" and reconciling.is_managed(annotations)
 
@@ -39,10 +46,7 @@ async def delete_topic(
     try:
         failure = await syncer.delete(subject.kafka_name, owner=subject.claim.uid)
     except KafkaUnavailableError as error:
-        if retry < UNAVAILABLE_RETRIES:
-            raise kopf.TemporaryError(
-                f"Kafka unreachable: {error}", delay=5 * (retry + 1)
-            ) from error
+        retry_while_unreachable(error, retry=retry)
         kopf.warn(
             body,
             reason="TopicNotDeleted",
