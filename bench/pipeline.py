@@ -29,7 +29,10 @@ count: split each line into words, count per word, write the changed counts to a
   what exactly-once costs (`--only delivery`);
 - latency p50/p99 (each the median over REPEATS runs) from producing a record to seeing its
   Table update, with a processing-time trigger of TRIGGER_MS, and, for a stateless pipeline
-  (topic to topic), with Spark's real-time mode (trigger realTime).
+  (topic to topic), with Spark's real-time mode (trigger realTime);
+- cold start (`--only coldstart`): seconds from spawning `rillet run` (the word count,
+  local[2], COLD_LINES lines waiting) to its queries reading and to its first committed batch,
+  on a first start and on a restart from its checkpoint.
 
 The machine has 2 cores shared by the broker, the driver and the benchmark itself: per-core
 figures are per task slot, not per isolated core.
@@ -639,6 +642,108 @@ def bench_kafka_streams(
     return RECORDS / float(figures["seconds"]), float(figures["steady"])
 
 
+# Cold start -----------------------------------------------------------------------------------
+
+COLD_LINES = 20_000  # the backlog a first start, then a restart, begins with
+
+
+class DriverClock:
+    """A `rillet run` process of the word-count App, timed from its spawn: when its log says
+    its queries read, and when its first batch is committed (a commits/N file appears in its
+    checkpoint, N above those there before)."""
+
+    def __init__(self, manifest: Path, bootstrap: str, checkpoint: Path, log: Path) -> None:
+        from rillet.devstack import spark as devspark
+        from rillet.runtime import commands
+
+        self.checkpoint = checkpoint
+        self.committed_before = self.last_commit()
+        jars = ",".join(str(jar) for jar in devspark.connector_jars())
+        self.spawned = time.monotonic()
+        self.log = log
+        command = [sys.executable, "-m", "rillet.cli", "run", str(manifest), "-b", bootstrap]
+        command += ["--checkpoint-dir", str(checkpoint), "--metrics-port", "0"]
+        with log.open("wb") as out:
+            self.process = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, commands.JARS_ENV: jars},
+                start_new_session=True,
+            )
+
+    def last_commit(self) -> int:
+        batches = [int(p.name) for p in self.checkpoint.glob("*/commits/*") if p.name.isdigit()]
+        return max(batches, default=-1)
+
+    def first_commit(self, timeout: float = 300) -> tuple[float, float]:
+        """Seconds from spawn to the queries reading, and to the first committed batch."""
+        reading = None
+        deadline = self.spawned + timeout
+        while time.monotonic() < deadline:
+            if reading is None and "metrics on http" in self.log.read_text(errors="replace"):
+                reading = time.monotonic() - self.spawned
+            if self.last_commit() > self.committed_before:
+                done = time.monotonic() - self.spawned
+                return reading if reading is not None else done, done
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise RuntimeError(f"no batch committed: {self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        """SIGTERM, as the kubelet stops a driver: it ends at a batch boundary."""
+        self.process.terminate()
+        if self.process.wait(timeout=120) != 0:
+            raise RuntimeError(f"the driver failed to stop: {self.log.read_text()[-3000:]}")
+
+
+def cold_start(bootstrap: str, workdir: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(reading, first commit) seconds of a first start on a backlog of COLD_LINES lines, then
+    of a restart from the checkpoint on COLD_LINES more."""
+    source = create_topic(bootstrap, f"bench.cold.{uuid.uuid4().hex[:8]}", PARTITIONS)
+    table = f"bench.coldcounts.{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, table, PARTITIONS, **{"cleanup.policy": "compact"})
+    manifest = workdir / f"{uuid.uuid4().hex}.yaml"
+    documents = app_manifest(source=source, target=table, stateless=False)
+    manifest.write_text(yaml.safe_dump_all(documents))
+    checkpoint = workdir / uuid.uuid4().hex
+    figures = []
+    for attempt in ("first", "restart"):
+        produce_lines(bootstrap, source, COLD_LINES)
+        clock = DriverClock(manifest, bootstrap, checkpoint, workdir / f"{attempt}.log")
+        try:
+            figures.append(clock.first_commit())
+        finally:
+            clock.stop()
+    return figures[0], figures[1]
+
+
+def cold_starts(bootstrap: str) -> None:
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for attempt in range(REPEATS):
+            first, restart = cold_start(bootstrap, Path(tmp))
+            runs.append((first, restart))
+            print(
+                f"  cold start run {attempt + 1}: first start reading {first[0]:.1f} s, first "
+                f"batch committed {first[1]:.1f} s; restart {restart[0]:.1f} s, {restart[1]:.1f} s",
+                flush=True,
+            )
+    (r1, c1), (r2, c2) = (
+        (statistics.median(r[i][0] for r in runs), statistics.median(r[i][1] for r in runs))
+        for i in (0, 1)
+    )
+    print()
+    print(
+        f"Cold start of the word-count App (`rillet run`, local[2], {COLD_LINES:,} lines waiting), "
+        f"median of {REPEATS} runs, seconds from the process's spawn:"
+    )
+    print(f"  first start: queries reading {r1:.1f}, first batch committed {c1:.1f}")
+    print(f"  restart from the checkpoint: reading {r2:.1f}, first batch committed {c2:.1f}")
+    print(f"  restart to first committed batch: {c2:.1f} s (target <= 5 s)")
+
+
 # Main -----------------------------------------------------------------------------------------
 
 
@@ -687,7 +792,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per figure")
     parser.add_argument(
-        "--only", choices=["throughput", "latency", "delivery"], help="one part only"
+        "--only", choices=["throughput", "latency", "delivery", "coldstart"], help="one part only"
     )
     args = parser.parse_args()
     if args.command == "spark-worker":
@@ -704,7 +809,9 @@ def run_benchmark(*, only: str | None = None) -> None:
             throughput(bootstrap)
         if only in (None, "delivery"):
             delivery(bootstrap)
-        if only not in ("throughput", "delivery"):
+        if only in (None, "coldstart"):
+            cold_starts(bootstrap)
+        if only in (None, "latency"):
             report_latency(*latencies(bootstrap))
     finally:
         delete_bench_topics(bootstrap)
