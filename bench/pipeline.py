@@ -673,10 +673,10 @@ class DriverClock:
             )
 
     def last_commit(self) -> int:
-        batches = [int(p.name) for p in self.checkpoint.glob("*/commits/*") if p.name.isdigit()]
+        batches = [int(p.name) for p in self.checkpoint.glob("**/commits/*") if p.name.isdigit()]
         return max(batches, default=-1)
 
-    def first_commit(self, timeout: float = 300) -> tuple[float, float]:
+    def first_commit(self, timeout: float = 120) -> tuple[float, float]:
         """Seconds from spawn to the queries reading, and to the first committed batch."""
         reading = None
         deadline = self.spawned + timeout
