@@ -35,7 +35,7 @@ table_app = runtime_commands.register(app)
 serving_commands.register(table_app)
 
 # The commands that run Spark: only they need its Kafka connector jars.
-RUNTIME_COMMANDS = ("run",)
+RUNTIME_COMMANDS = ("run", "class-archive")
 
 
 @app.callback()
@@ -47,6 +47,12 @@ def _main(ctx: typer.Context) -> None:
         from rillet.devstack.spark import connector_jars
 
         os.environ["RILLET_SPARK_JARS"] = ",".join(str(jar) for jar in connector_jars())
+    if ctx.invoked_subcommand == "run" and not os.environ.get("RILLET_SPARK_CLASS_ARCHIVE"):
+        # Likewise the drivers' class archive, if `rillet dev up` made one.
+        from rillet.devstack.spark import class_archive
+
+        if (archive := class_archive()) is not None:
+            os.environ["RILLET_SPARK_CLASS_ARCHIVE"] = str(archive)
 
 
 console = Console(stderr=True)

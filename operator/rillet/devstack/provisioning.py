@@ -409,6 +409,18 @@ def fetch_spark_kafka(scratch: Path, target: Path, progress: Progress) -> None:
     run_logged(["mvn", "-B", "-q", "dependency:copy"], cwd=scratch, log=target / "fetch.log")
 
 
+SPARK_CLASSES_FILE = "driver.jsa"
+
+
+def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None:
+    """A class-data sharing archive of a local Spark driver's classes (runtime.classsharing),
+    with the connector jars `rillet run` gives it."""
+    from rillet.runtime import classsharing
+
+    jars = sorted(str(jar) for jar in (SPARK_KAFKA.directory / "libs").glob("*.jar"))
+    classsharing.build(target / SPARK_CLASSES_FILE, jars)
+
+
 KUBERNETES = Artefact("kubernetes", versions.KUBERNETES, ("go",), build_kubernetes)
 KUBERNETES_NODE = Artefact("kubernetes-node", versions.KUBERNETES, ("go",), build_kubernetes_node)
 ETCD = Artefact("etcd", versions.ETCD, ("go",), build_etcd)
@@ -422,11 +434,23 @@ LOCAL_PATH = Artefact(
 )
 KAFKA = Artefact("kafka", versions.KAFKA, ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
+# Built by the machine's JDK from the connector: after SPARK_KAFKA.
+SPARK_CLASSES = Artefact("spark-classes", versions.SPARK, ("java",), build_spark_classes)
 # The benchmark's alone (bench/pipeline.py provisions it when it runs).
 KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
 # Cheap first: a missing tool or an unreachable registry shows before the long Kubernetes builds.
-ALL = (KAFKA, SPARK_KAFKA, ETCD, HELM, LOCAL_PATH, COREDNS, KUBERNETES, KUBERNETES_NODE)
+ALL = (
+    KAFKA,
+    SPARK_KAFKA,
+    SPARK_CLASSES,
+    ETCD,
+    HELM,
+    LOCAL_PATH,
+    COREDNS,
+    KUBERNETES,
+    KUBERNETES_NODE,
+)
 # Only a stack with a worker node runs these.
 NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
 

@@ -22,6 +22,12 @@ def connector_jars() -> list[Path]:
     return sorted((directory / "libs").glob("*.jar"))
 
 
+def class_archive() -> Path | None:
+    """The drivers' class-data sharing archive `rillet dev up` made, if it did."""
+    archive = provisioning.SPARK_CLASSES.directory / provisioning.SPARK_CLASSES_FILE
+    return archive if provisioning.SPARK_CLASSES.present else None
+
+
 def build_local_conf(
     *, app_name: str, jars: list[Path], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:

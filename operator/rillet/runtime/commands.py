@@ -1,5 +1,6 @@
 """The runtime's commands: `rillet run` (an App on local Spark), `rillet drive` (the driver of an
-App in its pod on Kubernetes); `register` also adds `rillet table get` (runtime.tablecommands).
+App in its pod on Kubernetes), `rillet class-archive` (runtime.classsharing); `register` also
+adds `rillet table get` (runtime.tablecommands).
 
 `register(app)` adds them to the `rillet` command line. pyspark is imported only inside
 `rillet run` and `rillet drive`, never when this module is imported: the operator image imports
@@ -24,7 +25,7 @@ import pydantic
 import typer
 
 from rillet.reconcile import apprun
-from rillet.runtime import tablecommands
+from rillet.runtime import classsharing, tablecommands
 from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
 
 JARS_ENV = "RILLET_SPARK_JARS"
@@ -34,6 +35,7 @@ def register(app: typer.Typer) -> typer.Typer:
     """Add `run`, `drive` and `table get` to the `rillet` command line; `rillet table`."""
     app.command("run")(run_app)
     app.command("drive")(drive_app)
+    app.command("class-archive")(class_archive)
     table = typer.Typer(help="Read and serve Tables.", no_args_is_help=True)
     table.command("get")(tablecommands.table_get)
     app.add_typer(table, name="table")
@@ -169,6 +171,7 @@ def run_app(
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         python_path=[str(app_yaml.resolve().parent), str(Path.cwd())],
+        class_archive=classsharing.archive_path(),
     )
     typer.echo(
         f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}, "
@@ -248,6 +251,7 @@ def drive_app(
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         python_path=[str(run_spec.resolve().parent), str(Path.cwd())],
+        class_archive=classsharing.archive_path(),
     )
     typer.echo(f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}", err=True)
     try:
@@ -264,6 +268,18 @@ def drive_app(
             refused = kafkalogin.refused_topics(spec)
             raise fail(kafkalogin.access_denied(text, spec, refused)) from None
         raise fail(incluster.summarize_error(error)) from None
+
+
+def class_archive(
+    archive: Annotated[Path, typer.Argument(help="Where to write the archive.")],
+    jars: JarsOption = None,
+) -> None:
+    """Write a class-data sharing archive of the Spark driver's classes: a driver given it in
+    RILLET_SPARK_CLASS_ARCHIVE starts sooner (the runtime image has one)."""
+    if not jars:
+        raise typer.BadParameter(f"pass --jars or set {JARS_ENV}", param_hint="--jars")
+    classsharing.build(archive, jars.split(","))
+    typer.echo(f"wrote {archive} ({archive.stat().st_size // 2**20} MiB)", err=True)
 
 
 def _load_run_spec(path: Path) -> apprun.RunSpec:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
@@ -27,6 +28,7 @@ from pyspark.sql.streaming.query import StreamingQuery
 from rillet.reconcile import apprun
 from rillet.runtime import (
     checkpoints,
+    classsharing,
     committing,
     listening,
     metrics,
@@ -57,6 +59,7 @@ class RunOptions:
     metrics_port: int | None = None
     python_path: Sequence[str] = ()
     stop_timeout_seconds: float = 60.0
+    class_archive: Path | None = None  # the driver JVM maps it (runtime.classsharing)
 
 
 def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession:
@@ -68,7 +71,9 @@ def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession
         # Local Python workers (UDFs, exactly-once writes) run this interpreter, with its
         # packages (rillet's included): pyspark takes PYSPARK_PYTHON, else `python3` on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    for key, value in {**apprun.build_spark_conf(spec), **run_options.spark_conf}.items():
+    conf = {**apprun.build_spark_conf(spec), **run_options.spark_conf}
+    conf |= classsharing.java_options(conf, run_options.class_archive)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
