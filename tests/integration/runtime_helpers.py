@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -301,6 +302,39 @@ def cli_run(manifest: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
             env=cli_env(),
             start_new_session=True,
         )
+
+
+def start_driver(
+    manifest: Path, bootstrap: str, workdir: Path, *extra: str, per_batch: int
+) -> subprocess.Popen[bytes]:
+    """`rillet run` of the manifest's App with its checkpoint and log in `workdir`, batches of
+    at most `per_batch` records (use inside `killed_at_exit`)."""
+    return cli_run(
+        manifest,
+        "-b",
+        bootstrap,
+        "--checkpoint-dir",
+        str(workdir / "checkpoint"),
+        "--max-offsets-per-trigger",
+        str(per_batch),
+        *extra,
+        log=workdir / "driver.log",
+    )
+
+
+def run_driver_to_end(manifest: Path, bootstrap: str, workdir: Path, *, per_batch: int) -> None:
+    """Restart the App's driver from its checkpoint in `workdir` with --available-now, and
+    fail unless it gets through what its inputs hold and exits 0."""
+    process = start_driver(manifest, bootstrap, workdir, "--available-now", per_batch=per_batch)
+    with killed_at_exit(process) as driver:
+        assert driver.wait(timeout=300) == 0, (workdir / "driver.log").read_text()[-3000:]
+
+
+def copied_positions(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
+    """How often each source record, by the (partition, offset) its copy is keyed by, is in
+    `topic` (read_committed)."""
+    keys = [json.loads(e.key or b"null") for e in read_topic(bootstrap, topic)]
+    return Counter((k["partition"], k["offset"]) for k in keys)
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

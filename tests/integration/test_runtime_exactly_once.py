@@ -123,20 +123,6 @@ def _setup(
     return rt.write_manifests(documents, tmp_path / "app.yaml"), topics, dict(truth)
 
 
-def _start(manifest: Path, bootstrap: str, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
-    return rt.cli_run(
-        manifest,
-        "-b",
-        bootstrap,
-        "--checkpoint-dir",
-        str(tmp_path / "checkpoint"),
-        "--max-offsets-per-trigger",
-        str(PER_BATCH),
-        *extra,
-        log=tmp_path / "driver.log",
-    )
-
-
 def _processed(bootstrap: str, topic: str) -> int:
     return sum(rt.committed_offsets(bootstrap, "rillet.eos.once", topic, PARTITIONS).values())
 
@@ -167,17 +153,6 @@ def _in_transaction(bootstrap: str, topic: str) -> bool:
     committed = _end_offsets(bootstrap, topic, "read_committed")
     written = _end_offsets(bootstrap, topic, "read_uncommitted")
     return any(w > c for w, c in zip(written, committed, strict=True))
-
-
-def _finish(manifest: Path, bootstrap: str, tmp_path: Path) -> None:
-    with rt.killed_at_exit(_start(manifest, bootstrap, tmp_path, "--available-now")) as driver:
-        assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
-
-
-def _copies(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
-    """(partition, offset) of every source record in a copy, read_committed."""
-    keys = [json.loads(e.key or b"null") for e in rt.read_topic(bootstrap, topic)]
-    return Counter((k["partition"], k["offset"]) for k in keys)
 
 
 def _counts(bootstrap: str, topic: str) -> dict[str, list[int]]:
@@ -222,16 +197,18 @@ def test_sigkill_at_five_points_leaves_every_record_exactly_once(
             topics["sentences"],
             _processed(kafka_bootstrap, topics["sentences"]),
         )
-        with rt.killed_at_exit(_start(manifest, kafka_bootstrap, tmp_path)) as driver:
+        with rt.killed_at_exit(
+            rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+        ) as driver:
             wait_for(progressed, timeout=180, interval=0.1, what=f"progress before kill {kill + 1}")
             inside += _kill_inside(driver, kafka_bootstrap, topics["copies"])
         points.append(_processed(kafka_bootstrap, topics["sentences"]))
     assert points[-1] < LINES, f"the last kill came after the end: {points}"
     assert inside >= 1, "no kill landed inside a transaction"
 
-    _finish(manifest, kafka_bootstrap, tmp_path)
+    rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
 
-    copies = _copies(kafka_bootstrap, topics["copies"])
+    copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES, "a record is missing from the exactly-once copy"
     assert max(copies.values()) == 1, "a record is twice in the exactly-once copy"
     counts = _counts(kafka_bootstrap, topics["counts"])
@@ -239,7 +216,7 @@ def test_sigkill_at_five_points_leaves_every_record_exactly_once(
     repeated = {w: s for w, s in counts.items() if any(a >= b for a, b in itertools.pairwise(s))}
     assert not repeated, f"counts written twice: {list(repeated.items())[:3]}"
 
-    loose = _copies(kafka_bootstrap, topics["loose-copies"])
+    loose = rt.copied_positions(kafka_bootstrap, topics["loose-copies"])
     assert len(loose) == LINES
     duplicates = sum(n - 1 for n in loose.values())
     record_property("at_least_once_duplicates_after_5_sigkills", duplicates)
@@ -295,7 +272,9 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
 ) -> None:
     manifest, topics, _ = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
     zombie_log = tmp_path / "zombie.log"
-    with rt.killed_at_exit(_start(manifest, kafka_bootstrap, tmp_path)) as zombie:
+    with rt.killed_at_exit(
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+    ) as zombie:
         wait_for(
             lambda: _processed(kafka_bootstrap, topics["sentences"]) > 0,
             timeout=180,
@@ -311,7 +290,7 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
         tree = _process_tree(zombie.pid)
         try:
             (tmp_path / "driver.log").rename(zombie_log)
-            _finish(manifest, kafka_bootstrap, tmp_path)
+            rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
         finally:
             _signal_tree(zombie.pid, signal.SIGCONT)
         try:
@@ -324,6 +303,6 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
     assert code != 0, "the zombie driver went on after it was fenced"
     assert re.search(r"fenced|FENCED", log), log[-3000:]
 
-    copies = _copies(kafka_bootstrap, topics["copies"])
+    copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES
     assert max(copies.values()) == 1, "the zombie's records reached read_committed consumers"

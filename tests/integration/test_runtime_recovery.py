@@ -23,11 +23,9 @@ import os
 import random
 import re
 import signal
-import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -113,20 +111,6 @@ def _setup(
     return rt.write_manifests(documents, tmp_path / "app.yaml"), topics, dict(truth)
 
 
-def _start(manifest: Path, bootstrap: str, tmp_path: Path, *extra: str) -> subprocess.Popen[bytes]:
-    return rt.cli_run(
-        manifest,
-        "-b",
-        bootstrap,
-        "--checkpoint-dir",
-        str(tmp_path / "checkpoint"),
-        "--max-offsets-per-trigger",
-        str(PER_BATCH),
-        *extra,
-        log=tmp_path / "driver.log",
-    )
-
-
 def _processed(bootstrap: str, topic: str) -> int:
     return sum(
         rt.committed_offsets(bootstrap, "rillet.crash.recovering", topic, PARTITIONS).values()
@@ -146,19 +130,9 @@ def _committed(query_checkpoint: Path) -> int:
     return sum(sum(parts.values()) for parts in json.loads(lines[2]).values())
 
 
-def _finish(manifest: Path, bootstrap: str, tmp_path: Path) -> None:
-    with rt.killed_at_exit(_start(manifest, bootstrap, tmp_path, "--available-now")) as driver:
-        assert driver.wait(timeout=300) == 0, (tmp_path / "driver.log").read_text()[-3000:]
-
-
 def _table(bootstrap: str, topic: str) -> dict[str, int]:
     latest = tables.latest_per_key(rt.read_topic(bootstrap, topic))
     return {k.decode(): json.loads(e.value or b"null")["count"] for k, e in latest.items()}
-
-
-def _copies(bootstrap: str, topic: str) -> Counter[tuple[int, int]]:
-    keys: list[Any] = [json.loads(e.key or b"null") for e in rt.read_topic(bootstrap, topic)]
-    return Counter((k["partition"], k["offset"]) for k in keys)
 
 
 def _wait_for_a_quarter(bootstrap: str, topic: str) -> None:
@@ -179,17 +153,19 @@ def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
     measurement: Callable[[str], None],
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
-    with rt.killed_at_exit(_start(manifest, kafka_bootstrap, tmp_path)) as driver:
+    with rt.killed_at_exit(
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+    ) as driver:
         _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
         os.killpg(driver.pid, signal.SIGKILL)
         driver.wait(timeout=30)
     killed_at = _processed(kafka_bootstrap, topics["sentences"])
     assert killed_at < LINES, "the driver should have been killed mid-stream"
 
-    _finish(manifest, kafka_bootstrap, tmp_path)
+    rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
 
     assert _table(kafka_bootstrap, topics["word-counts"]) == truth
-    copies = _copies(kafka_bootstrap, topics["copies"])
+    copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES  # every input record, none lost
     duplicates = sum(n - 1 for n in copies.values())
     record_property("append_duplicates_after_sigkill", duplicates)
@@ -204,7 +180,9 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
     kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
-    with rt.killed_at_exit(_start(manifest, kafka_bootstrap, tmp_path)) as driver:
+    with rt.killed_at_exit(
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+    ) as driver:
         _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
         driver.send_signal(signal.SIGTERM)  # the Python process only, as a kubelet would
         assert driver.wait(timeout=120) == 0, (tmp_path / "driver.log").read_text()[-3000:]
@@ -213,9 +191,9 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
     assert "received SIGTERM" in log
     assert "still busy" not in log  # each query stopped at its boundary, none was cut
 
-    _finish(manifest, kafka_bootstrap, tmp_path)
+    rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
 
     assert _table(kafka_bootstrap, topics["word-counts"]) == truth
-    copies = _copies(kafka_bootstrap, topics["copies"])
+    copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES
     assert max(copies.values()) == 1, "a batch-boundary stop sends nothing twice"
