@@ -652,7 +652,14 @@ class DriverClock:
     its queries read, and when its first batch is committed (a commits/N file appears in its
     checkpoint, N above those there before)."""
 
-    def __init__(self, manifest: Path, bootstrap: str, checkpoint: Path, log: Path) -> None:
+    def __init__(
+        self,
+        manifest: Path,
+        bootstrap: str,
+        checkpoint: Path,
+        log: Path,
+        environ: dict[str, str],
+    ) -> None:
         from rillet.devstack import spark as devspark
         from rillet.runtime import commands
 
@@ -668,7 +675,7 @@ class DriverClock:
                 command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, commands.JARS_ENV: jars},
+                env={**os.environ, commands.JARS_ENV: jars, **environ},
                 start_new_session=True,
             )
 
@@ -698,9 +705,11 @@ class DriverClock:
             raise RuntimeError(f"the driver failed to stop: {self.log.read_text()[-3000:]}")
 
 
-def cold_start(bootstrap: str, workdir: Path) -> tuple[tuple[float, float], tuple[float, float]]:
+def cold_start(
+    bootstrap: str, workdir: Path, archive: Path | None
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """(reading, first commit) seconds of a first start on a backlog of COLD_LINES lines, then
-    of a restart from the checkpoint on COLD_LINES more."""
+    of a restart from the checkpoint on COLD_LINES more; the driver maps `archive`, if any."""
     source = create_topic(bootstrap, f"bench.cold.{uuid.uuid4().hex[:8]}", PARTITIONS)
     table = f"bench.coldcounts.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, table, PARTITIONS, **{"cleanup.policy": "compact"})
@@ -708,10 +717,13 @@ def cold_start(bootstrap: str, workdir: Path) -> tuple[tuple[float, float], tupl
     documents = app_manifest(source=source, target=table, stateless=False)
     manifest.write_text(yaml.safe_dump_all(documents))
     checkpoint = workdir / uuid.uuid4().hex
+    # A path that names no file turns the archive off (rillet.runtime.classsharing).
+    environ = {"RILLET_SPARK_CLASS_ARCHIVE": str(archive or workdir / "no-archive")}
     figures = []
     for attempt in ("first", "restart"):
         produce_lines(bootstrap, source, COLD_LINES)
-        clock = DriverClock(manifest, bootstrap, checkpoint, workdir / f"{attempt}.log")
+        log = workdir / f"{attempt}.log"
+        clock = DriverClock(manifest, bootstrap, checkpoint, log, environ)
         try:
             figures.append(clock.first_commit())
         finally:
@@ -720,28 +732,45 @@ def cold_start(bootstrap: str, workdir: Path) -> tuple[tuple[float, float], tupl
 
 
 def cold_starts(bootstrap: str) -> None:
-    runs = []
+    """Cold starts without and with the drivers' class archive, alternated in each run."""
+    from rillet.devstack import provisioning
+
+    archive = provisioning.provision(provisioning.SPARK_CLASSES) / provisioning.SPARK_CLASSES_FILE
+    runs: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {"off": [], "on": []}
     with tempfile.TemporaryDirectory() as tmp:
         for attempt in range(REPEATS):
-            first, restart = cold_start(bootstrap, Path(tmp))
-            runs.append((first, restart))
-            print(
-                f"  cold start run {attempt + 1}: first start reading {first[0]:.1f} s, first "
-                f"batch committed {first[1]:.1f} s; restart {restart[0]:.1f} s, {restart[1]:.1f} s",
-                flush=True,
-            )
-    (r1, c1), (r2, c2) = (
-        (statistics.median(r[i][0] for r in runs), statistics.median(r[i][1] for r in runs))
-        for i in (0, 1)
-    )
+            for name, used in (("off", None), ("on", archive)):
+                first, restart = cold_start(bootstrap, Path(tmp), used)
+                runs[name].append((first, restart))
+                print(
+                    f"  cold start run {attempt + 1}, class archive {name}: first start reading "
+                    f"{first[0]:.1f} s, first batch committed {first[1]:.1f} s; restart "
+                    f"{restart[0]:.1f} s, {restart[1]:.1f} s",
+                    flush=True,
+                )
     print()
     print(
         f"Cold start of the word-count App (`rillet run`, local[2], {COLD_LINES:,} lines waiting), "
         f"median of {REPEATS} runs, seconds from the process's spawn:"
     )
-    print(f"  first start: queries reading {r1:.1f}, first batch committed {c1:.1f}")
-    print(f"  restart from the checkpoint: reading {r2:.1f}, first batch committed {c2:.1f}")
-    print(f"  restart to first committed batch: {c2:.1f} s (target <= 5 s)")
+    medians = {}
+    for name, figures in runs.items():
+        (r1, c1), (r2, c2) = (
+            (
+                statistics.median(f[i][0] for f in figures),
+                statistics.median(f[i][1] for f in figures),
+            )
+            for i in (0, 1)
+        )
+        medians[name] = c2
+        print(
+            f"  class archive {name}: first start reading {r1:.1f}, first batch committed "
+            f"{c1:.1f}; restart reading {r2:.1f}, first batch committed {c2:.1f}"
+        )
+    print(
+        f"restart to first committed batch: {medians['on']:.1f} s with the archive, "
+        f"{medians['off']:.1f} s without ({medians['on'] / medians['off']:.0%}; target <= 5 s)"
+    )
 
 
 # Main -----------------------------------------------------------------------------------------
