@@ -14,6 +14,7 @@ other jars is ignored by the JVM, which then loads its classes as before.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,33 +23,49 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
+from rillet.reconcile import apprun
+
 ARCHIVE_ENV: Final = "RILLET_SPARK_CLASS_ARCHIVE"
 DRIVER_JAVA_OPTIONS: Final = "spark.driver.extraJavaOptions"
 
 # Run by `build` in a Python process of its own: its JVM writes the archive when it exits.
 _WARM_UP = """
-import sys, time
+import json, sys, time
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-archive, jars, checkpoint = sys.argv[1:4]
-spark = (
-    SparkSession.builder.master("local[1]")
-    .config("spark.jars", jars)
-    .config("spark.ui.enabled", "false")
-    .config("spark.sql.shuffle.partitions", "2")
-    .config("spark.driver.extraJavaOptions", "-XX:ArchiveClassesAtExit=" + archive)
-    .getOrCreate()
-)
+archive, jars, checkpoint, conf = sys.argv[1:5]
+builder = SparkSession.builder.master("local[1]").config("spark.jars", jars)
+for key, value in json.loads(conf).items():
+    builder = builder.config(key, value)
+spark = builder.config("spark.driver.extraJavaOptions", "-XX:ArchiveClassesAtExit=" + archive)
+spark = spark.getOrCreate()
+
+# Kafka's clients, as the source and sink make them: made and closed, no broker needed.
+clients = spark._jvm.org.apache.kafka.clients
+serialization = "org.apache.kafka.common.serialization"
+for make, side in (
+    (clients.consumer.KafkaConsumer, "Deserializer"),
+    (clients.producer.KafkaProducer, "Serializer"),
+):
+    props = spark._jvm.java.util.Properties()
+    props.put("bootstrap.servers", "127.0.0.1:9")
+    for part in ("key", "value"):
+        props.put(part + "." + side.lower(), serialization + ".ByteArray" + side)
+    make(props).close()
 kafka = spark.readStream.format("kafka").option("kafka.bootstrap.servers", "127.0.0.1:9")
 kafka.option("subscribe", "warm-up").load().selectExpr("CAST(value AS STRING)").schema
+
+# A stateful query written through foreachBatch, as an App's Table output is.
 rate = spark.readStream.format("rate").option("rowsPerSecond", 1000).load()
 counts = rate.selectExpr("CAST(value % 10 AS STRING) AS word").groupBy("word").count()
 query = (
     counts.selectExpr("word AS key", "to_json(struct(word, count)) AS value")
-    .writeStream.format("memory").queryName("warm_up").outputMode("update")
+    .writeStream.outputMode("update")
+    .foreachBatch(lambda batch, batch_id: batch.count())
     .option("checkpointLocation", checkpoint + "/warm-up")
-    .trigger(processingTime="200 milliseconds").start()
+    .trigger(processingTime="200 milliseconds")
+    .start()
 )
 deadline = time.monotonic() + 120
 while (query.lastProgress is None or query.lastProgress["batchId"] < 3) and query.isActive:
@@ -62,6 +79,16 @@ gateway = SparkContext._gateway
 gateway.proc.stdin.close()
 sys.exit(gateway.proc.wait())
 """
+
+# The settings of an App's session that decide which classes its driver loads (its state
+# store, its checkpoint files): apprun.build_spark_conf's.
+_APP_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.streaming.stateStore.providerClass": apprun.ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.streaming.checkpointFileManagerClass": apprun.CHECKPOINT_FILE_MANAGER,
+}
 
 
 def archive_path(environ: Mapping[str, str] = os.environ) -> Path | None:
@@ -87,6 +114,7 @@ def build(archive: Path, jars: Sequence[str], *, timeout: float = 600) -> None:
     try:
         with tempfile.TemporaryDirectory() as scratch:
             command = [sys.executable, "-c", _WARM_UP, str(partial), ",".join(jars), scratch]
+            command.append(json.dumps(_APP_CONF))
             # Bound to loopback: an image build's container may have no resolvable hostname.
             env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
             subprocess.run(
