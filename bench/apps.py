@@ -670,13 +670,18 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
 def check_unwatched(b: Bench, way: Way) -> None:
     """No operator handled the dynamic-allocation App (one watching every namespace would have
     written its status, which the driver obeys, and its ConfigMap): the figures would lie."""
-    status = app_body(b, way.namespace, way.app).get("status")
+    status = app_body(b, way.namespace, way.app).get("status") or {}
+    # The CRD defaults status.observedGeneration to 0 (kstatus reads an unseen App as
+    # InProgress): anything more was written by an operator.
+    written = {
+        key: value for key, value in status.items() if (key, value) != ("observedGeneration", 0)
+    }
     name = naming.app_run_config_name(way.app)
     data = b.core.read_namespaced_config_map(name, way.namespace).data
     conf = json.loads(data[contexts.SPARK_CONF_KEY])
-    if status or conf.get("spark.dynamicAllocation.enabled") != "true":
+    if written or conf.get("spark.dynamicAllocation.enabled") != "true":
         raise RuntimeError(
-            f"an operator handles namespace {way.namespace} (App status {status}): stop it, "
+            f"an operator handles namespace {way.namespace} (App status {written}): stop it, "
             "the dynamic-allocation baseline needs a namespace nobody watches"
         )
 

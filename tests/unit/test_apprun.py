@@ -183,6 +183,18 @@ def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins(
     assert conf["spark.sql.session.timeZone"] == "UTC"
 
 
+def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
+    spec = _spec("windowed-clicks.yaml")
+
+    default = apprun.build_spark_conf(spec)
+    own = apprun.build_spark_conf(
+        spec.model_copy(update={"spark_conf": {"spark.locality.wait": "3s"}})
+    )
+
+    assert default["spark.locality.wait"] == "0s"
+    assert own["spark.locality.wait"] == "3s"
+
+
 def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
     documents = _documents("windowed-clicks.yaml")
     del documents[1]["spec"]["window"]["expiry"]

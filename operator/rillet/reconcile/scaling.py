@@ -8,7 +8,7 @@ The rule, per decision:
 - like the HorizontalPodAutoscaler, a recommendation is stabilized over two windows: the count
   only goes down to the highest recommendation of the scale-down window (a dip in lag, such as
   the saw-tooth of offsets committed after each micro-batch, does not flap executors), and only
-  goes up to the lowest recommendation of the short scale-up window;
+  goes up to the lowest recommendation of the scale-up window (none by default: at once);
 - then the bounds apply at once: minExecutors, maxExecutors, and the partition cap (one task
   reads one partition, so more cores than partitions sit idle). History holds recommendations
   before the bounds, so a raised cap (partitions grew) or a changed min/max takes effect in the
@@ -16,7 +16,7 @@ The rule, per decision:
 
 After an operator restart the history is empty: the count last asked for is then treated as
 recommended now, so nothing scales down until a full window has passed (and a scale-up waits
-the short scale-up window, as for any new recommendation).
+the scale-up window, as for any new recommendation).
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ from typing import Final
 
 from rillet.api.v1alpha1 import appspecs
 
-# The scale-up window: short, since an executor takes seconds to start and lag is what the App
-# is for; long enough to see past one sample taken just before a batch commits its offsets.
-DEFAULT_SCALE_UP_WINDOW_SECONDS: Final = 5.0
+# The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
+# to start (8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag is
+# what the App is for: a 5 s window made a burst wait 5 s more for its executors. The price: the
+# count follows the peaks of the lag's saw-tooth (high just before each batch commits its
+# offsets), which the scale-down window then keeps, where a window would hold it at the troughs.
+# The peaks are records waiting too; an executor more, never a flap.
+DEFAULT_SCALE_UP_WINDOW_SECONDS: Final = 0.0
 
 # Reasons of a decision (CamelCase, as condition and Event reasons).
 LAG_ABOVE_PER_EXECUTOR_TARGET: Final = "LagAbovePerExecutorTarget"
