@@ -195,6 +195,19 @@ def test_word_count_on_the_node_is_exact(
         timeout=120,
         what=f"{expected} executor pods Running",
     )
+    # Their JVMs started from the image's class archives (a JVM ignores one that does not fit).
+    driver = running(kube, namespace, "driver")[0]["metadata"]["name"]
+    executor = running(kube, namespace, "executor")[0]["metadata"]["name"]
+    assert java_maps(kube, namespace, driver, "/opt/rillet/spark-classes.jsa")
+    assert java_maps(kube, namespace, executor, "/opt/rillet/spark-executor-classes.jsa")
+
+
+def java_maps(kube: Kube, namespace: str, pod: str, path: str) -> list[str]:
+    """The processes of the pod that have the file mapped into memory (/proc/<pid>/maps)."""
+    # grep says 1 when nothing matches, 2 for the maps of processes gone meanwhile.
+    script = 'grep -l -s -F "$0" /proc/[0-9]*/maps || true'
+    found = kube.kubectl("exec", "-n", namespace, pod, "--", "bash", "-c", script, path)
+    return found.stdout.split()
 
 
 def _kill_driver_container(kube: Kube, stack: devstack.StackState, namespace: str) -> None:

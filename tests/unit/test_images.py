@@ -274,9 +274,14 @@ def test_containerd_listing_gives_the_imported_id() -> None:
 
 def test_executor_entrypoint_assembles_the_backend_command(tmp_path: Path) -> None:
     script = REPO / "images/runtime/executor-entrypoint.sh"
-    bin_dir, java_home = tmp_path / "bin", tmp_path / "jdk"
+    bin_dir, java_home, spark_home = tmp_path / "bin", tmp_path / "jdk", tmp_path / "pyspark"
     (java_home / "bin").mkdir(parents=True)
+    (spark_home / "jars").mkdir(parents=True)
     bin_dir.mkdir()
+    for jar in ("spark-core.jar", "avro.jar", "kryo.jar"):
+        (spark_home / "jars" / jar).touch()
+    archive = tmp_path / "executor.jsa"
+    archive.touch()
     # tini execs what follows `--`; java prints its arguments one per line.
     (bin_dir / "tini").write_text('#!/bin/bash\nwhile [ "$1" != -- ]; do shift; done\nshift\n'
                                   'exec "$@"\n')  # fmt: skip
@@ -286,7 +291,8 @@ def test_executor_entrypoint_assembles_the_backend_command(tmp_path: Path) -> No
     env = {
         "PATH": f"{bin_dir}:/usr/bin:/bin",
         "JAVA_HOME": str(java_home),
-        "SPARK_HOME": "/py/pyspark",
+        "SPARK_HOME": str(spark_home),
+        "RILLET_SPARK_EXECUTOR_CLASS_ARCHIVE": str(archive),
         "RILLET_SPARK_JARS": "/j/a.jar,/j/b.jar",
         "SPARK_JAVA_OPT_10": "-Dten",
         "SPARK_JAVA_OPT_2": "-Dtwo",
@@ -307,15 +313,23 @@ def test_executor_entrypoint_assembles_the_backend_command(tmp_path: Path) -> No
         "--add-opens=java.base/java.lang=ALL-UNNAMED",
         "-Dtwo",
         "-Dten",
+        f"-XX:SharedArchiveFile={archive}",
         "-Xms512m",
         "-Xmx512m",
         "-cp",
-        "/opt/spark/conf:/py/pyspark/jars/*:/j/a.jar:/j/b.jar",
+        # Sorted, the configuration last: the classpath the class archive was written with.
+        f"{spark_home}/jars/avro.jar:{spark_home}/jars/kryo.jar:{spark_home}/jars/spark-core.jar"
+        ":/j/a.jar:/j/b.jar:/opt/spark/conf",
         "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
         *("--driver-url", "spark://CoarseGrainedScheduler@10.0.0.1:7078"),
         *("--executor-id", "3", "--cores", "1", "--app-id", "spark-app"),
         *("--hostname", "10.244.0.9", "--resourceProfileId", "0", "--podName", "app-exec-3"),
     ]
+    archive.unlink()  # an archive that is not there is not named
+    without = subprocess.run(
+        ["bash", str(script), "executor"], env=env, capture_output=True, text=True, check=True
+    )
+    assert not [line for line in without.stdout.splitlines() if "SharedArchiveFile" in line]
     refused = subprocess.run(["bash", str(script), "driver"], env=env, capture_output=True)
     assert refused.returncode == 22
     assert os.access(script, os.X_OK)
