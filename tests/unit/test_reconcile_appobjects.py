@@ -524,6 +524,15 @@ def test_a_spec_change_changes_the_hash(change: dict[str, Any]) -> None:
     assert _objects(**change).spec_hash != _objects().spec_hash
 
 
+def test_scheduling_defaults_are_not_hashed_but_an_apps_own_value_is() -> None:
+    # A release adding a scheduling default restarts no driver; an App's own value does.
+    conf = sparkconfs.build_spark_conf(_context())
+    assert conf["spark.locality.wait"] == "0s"
+    assert "spark.locality.wait" not in sparkconfs.hashed(conf)
+    own = _objects(sparkConf={"spark.locality.wait": "3s"})
+    assert own.spec_hash != _objects().spec_hash
+
+
 def test_run_spec_fields_at_their_defaults_are_not_hashed() -> None:
     """So an operator upgrade that adds a field (as checkpoint.onLoss and eventTime were
     added) restarts no driver whose App leaves it unset."""

@@ -30,6 +30,8 @@ CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 )
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+# Task scheduling of every App (see build_spark_conf), unless its sparkConf says otherwise.
+SCHEDULING_DEFAULTS = {"spark.locality.wait": "0s"}
 DEFAULT_SHUFFLE_PARTITIONS = 8
 DEFAULT_NAMESPACE = "default"
 # A window is kept, accepting late records, this long after it starts unless the Table says.
@@ -522,7 +524,7 @@ def build_spark_conf(spec: RunSpec) -> dict[str, str]:
     """
     return {
         "spark.app.name": consumer_group(namespace=spec.namespace, app=spec.app),
-        "spark.locality.wait": "0s",
+        **SCHEDULING_DEFAULTS,
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,
