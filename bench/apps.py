@@ -24,8 +24,11 @@ baselines measured in the same run:
   (c) fixed at CAP executors. Each way meets the burst warm and at rest (its minimum count).
   Per way: seconds from the burst to the consumer group's lag back under DRAINED_LAG (read from
   Kafka the same way for all three), executor-seconds over SPIKE_WINDOW seconds from the burst
-  (Running executor pods sampled every second), and scale events (changes of that count; and
-  moves, the changes in one direction within MOVE_SECONDS counted once). Targets:
+  (Running executor pods sampled every second), and scale events: changes of the count the
+  autoscaler asks for, as the HPA counts its rescales (the App's status.executors.desired; for
+  dynamic allocation Spark's target, numberTargetExecutors of the driver's metrics). Printed
+  beside them: changes of the Running pod count (a scale-down ends pods one by one) and moves,
+  those changes in one direction within MOVE_SECONDS counted once. Targets:
   executor-seconds of (a) <= 0.60 of (c), drain of (a) <= 1.2x (c), fewer scale events for (a)
   than (b).
 - cost: the operator's CPU seconds (to settle, and per minute once settled) and peak and steady
@@ -51,6 +54,7 @@ import statistics
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -100,6 +104,8 @@ DRAINED_LAG = 5 * LOW_RATE  # "back to ~0": five seconds of the low rate
 WARMUP_RECORDS = 200
 SPIKE_LAG_TARGET = 1000
 SPIKE_STABILIZATION_SECONDS = 30
+SPARK_UI_PORT = 4040
+TARGET_EXECUTORS_GAUGE = "ExecutorAllocationManager.executors.numberTargetExecutors"
 DYNAMIC_ALLOCATION = {  # Spark's defaults otherwise: executorIdleTimeout 60s, backlog 1s
     "spark.dynamicAllocation.enabled": "true",
     "spark.dynamicAllocation.shuffleTracking.enabled": "true",
@@ -494,6 +500,7 @@ class Sample:
     at: float  # seconds since the burst began
     running: int
     lag: int | None
+    requested: int | None = None  # the executor count the autoscaler asks for (None: unread)
 
 
 @dataclass(frozen=True)
@@ -504,6 +511,7 @@ class SpikeResult:
     scale_events: int
     scale_moves: int
     series: tuple[int, ...]
+    requests: int  # changes of the count asked for: the autoscaler's own scale events
 
 
 @dataclass(frozen=True)
@@ -664,6 +672,7 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
         scale_events=scaling.count_scale_events(series),
         scale_moves=count_moves(inside),
         series=series,
+        requests=scaling.count_scale_events(s.requested for s in inside if s.requested is not None),
     )
 
 
@@ -709,18 +718,39 @@ def low_rate(b: Bench, way: Way, started: float, samples: list[Sample], burst_do
 def sample_spike(
     b: Bench, way: Way, started: float, samples: list[Sample], stop: threading.Event
 ) -> None:
-    """Every second: Running executor pods and the group's lag (own clients: a thread)."""
+    """Every second: Running executor pods, the group's lag and the count asked for (own
+    clients: a thread)."""
     core = client.CoreV1Api(client.ApiClient())
+    custom = client.CustomObjectsApi(client.ApiClient())
     reader = LagReader({"bootstrap.servers": b.bootstrap}, timeout=5)
     while not stop.is_set():
         tick = time.monotonic()
         try:
             count = running(core, way.namespace, way.app)
             lag = group_lag(reader, way.namespace, way.app, way.source)
-            samples.append(Sample(at=tick - started, running=count, lag=lag))
+            requested = requested_executors(core, custom, way)
+            samples.append(Sample(at=tick - started, running=count, lag=lag, requested=requested))
         except Exception as error:  # a missed sample stretches the previous one
             print(f"  sample failed: {error}", flush=True)
         stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
+
+
+def requested_executors(core: Any, custom: Any, way: Way) -> int | None:
+    """The executor count the way's autoscaler asks for: the App's status.executors.desired
+    (Rillet, and fixed), or Spark's target (`numberTargetExecutors` of the driver's
+    ExecutorAllocationManager metrics, on its UI port) for dynamic allocation."""
+    if not way.unwatched:
+        found = custom.get_namespaced_custom_object(GROUP, VERSION, way.namespace, "apps", way.app)
+        desired = ((found.get("status") or {}).get("executors") or {}).get("desired")
+        return desired if isinstance(desired, int) else None
+    drivers = [p for p in pods_of(core, way.namespace, way.app, "driver") if p.status.pod_ip]
+    if not drivers:
+        return None
+    url = f"http://{drivers[0].status.pod_ip}:{SPARK_UI_PORT}/metrics/json"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        gauges = json.load(response).get("gauges", {})
+    target = [g["value"] for name, g in gauges.items() if name.endswith(TARGET_EXECUTORS_GAUGE)]
+    return int(target[0]) if target else None
 
 
 def count_moves(samples: list[Sample]) -> int:
@@ -917,12 +947,12 @@ def report_spike(results: list[SpikeResult]) -> Report:
         f"spike: {SPIKE_RECORDS:,} records at once, then {LOW_RATE}/s; {CAP} partitions, "
         f"{SPIKE_SLEEP_MS} ms per record; executor-seconds over {SPIKE_WINDOW:.0f} s from the "
         f"burst; drained = lag <= {DRAINED_LAG}",
-        f"  {'':28}{'drain s':>9}{'exec-s':>9}{'scale events':>14}{'moves':>7}",
+        f"  {'':28}{'drain s':>9}{'exec-s':>9}{'scale events':>14}{'pod changes':>13}{'moves':>7}",
     ]
     for r in results:
         lines.append(
-            f"  {r.way:<28}{fmt(r.drain):>9}{r.executor_seconds:>9.0f}{r.scale_events:>14}"
-            f"{r.scale_moves:>7}"
+            f"  {r.way:<28}{fmt(r.drain):>9}{r.executor_seconds:>9.0f}{r.requests:>14}"
+            f"{r.scale_events:>13}{r.scale_moves:>7}"
         )
     ratios: dict[str, float | None] = {}
     for name, r in (("rillet", rillet), ("dynamic_allocation", dynamic)):
@@ -938,10 +968,11 @@ def report_spike(results: list[SpikeResult]) -> Report:
         f"  dynamic allocation vs fixed: executor-seconds "
         f"{fmt(ratios['dynamic_allocation_executor_seconds_vs_fixed'], 2)}x, drain "
         f"{fmt(ratios['dynamic_allocation_drain_vs_fixed'], 2)}x",
-        f"  scale events: Rillet {rillet.scale_events} vs dynamic allocation "
-        f"{dynamic.scale_events} (target fewer "
-        f"{verdict(rillet.scale_events < dynamic.scale_events)}); moves (changes in one "
-        f"direction within {MOVE_SECONDS:.0f} s counted once) {rillet.scale_moves} vs "
+        f"  scale events (changes of the count asked for): Rillet {rillet.requests} vs dynamic "
+        f"allocation {dynamic.requests} (target fewer "
+        f"{verdict(rillet.requests < dynamic.requests)}); changes of the Running pods "
+        f"{rillet.scale_events} vs {dynamic.scale_events}, moves (those in one direction "
+        f"within {MOVE_SECONDS:.0f} s counted once) {rillet.scale_moves} vs "
         f"{dynamic.scale_moves}",
     ]
     figures = {
