@@ -19,7 +19,7 @@ Naming decisions made here, in one place:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -31,7 +31,7 @@ CHECKPOINT_FILE_MANAGER = (
 )
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Task scheduling of every App (see build_spark_conf), unless its sparkConf says otherwise.
-SCHEDULING_DEFAULTS = {"spark.locality.wait": "0s"}
+SCHEDULING_DEFAULTS: Final[Mapping[str, str]] = {"spark.locality.wait": "0s"}
 DEFAULT_SHUFFLE_PARTITIONS = 8
 DEFAULT_NAMESPACE = "default"
 # A window is kept, accepting late records, this long after it starts unless the Table says.

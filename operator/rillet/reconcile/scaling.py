@@ -29,11 +29,11 @@ from typing import Final
 from rillet.api.v1alpha1 import appspecs
 
 # The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
-# to start (8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag is
-# what the App is for: a 5 s window made a burst wait 5 s more for its executors. The price: the
-# count follows the peaks of the lag's saw-tooth (high just before each batch commits its
+# to start (5 to 8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag
+# is what the App is for: a 5 s window made a burst wait 5 s more for its executors. The price:
+# the count follows the peaks of the lag's saw-tooth (high just before each batch commits its
 # offsets), which the scale-down window then keeps, where a window would hold it at the troughs.
-# The peaks are records waiting too; an executor more, never a flap.
+# The peaks are records waiting too: at worst an executor more, held for the scale-down window.
 DEFAULT_SCALE_UP_WINDOW_SECONDS: Final = 0.0
 
 # Reasons of a decision (CamelCase, as condition and Event reasons).
