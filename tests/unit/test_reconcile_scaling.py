@@ -9,6 +9,8 @@ Test plan:
   full window; unknown lag holds the count;
 - history keeps only what a window still needs;
 - a saw-tooth lag series scales once, not at every tooth;
+- after a burst the count goes down in one step, not a staircase, and a scale-down waits at most
+  the settle time for the lower counts the window already holds;
 - spec.scaling maps onto the policy.
 """
 
@@ -256,6 +258,43 @@ def test_a_lasting_drop_scales_down_once_after_the_window() -> None:
     assert counts[88] == 6
     assert counts[89] == 2
     assert scaling.count_scale_events(counts) == 1
+
+
+def test_after_a_burst_the_count_goes_down_in_one_step() -> None:
+    # The burst's batch commits at t=34 (the lag then is what came meanwhile), the next at 36.
+    policy = _policy(scale_down_window_seconds=30)
+    lags = {34: 1610}
+    samples = [
+        Sample(at=float(t), lag=20_000 if t <= 32 else lags.get(t, 100), partitions=4)
+        for t in range(0, 120, 2)
+    ]
+
+    decisions = scaling.replay(policy, samples, current=1)
+    counts = [d.desired for d in decisions]
+
+    # The last 20 was wanted at t=32: the window lets go of it at t=62, and of the 2 at t=64.
+    assert counts[:32] == [4] * 32
+    assert (counts[31], decisions[31].reason) == (4, scaling.SCALE_DOWN_SETTLING)
+    assert counts[32:] == [1] * 28
+    assert scaling.count_scale_events([1, *counts]) == 2
+
+
+def test_settling_waits_at_most_the_settle_time_after_the_scale_down_is_due() -> None:
+    # 8 wanted until t=9, then the lag falls by 1000 every 2 s: a staircase of recommendations.
+    def lag(t: int) -> int:
+        return 8000 if t < 10 else max(0, 8000 - 1000 * ((t - 8) // 2))
+
+    samples = [Sample(at=float(t), lag=lag(t), partitions=12) for t in range(200)]
+
+    counts = [d.desired for d in scaling.replay(POLICY, samples, current=8)]
+
+    # Due at 69 (the last 8 leaves the 60 s window), held 5 s for the lower counts to come.
+    assert counts[73] == 8
+    assert counts[74] == 5
+    assert counts[80] == 2
+    assert counts[81] == 1
+    # Without settling the window would step down 8, 7, ..., 1 every 2 s.
+    assert scaling.count_scale_events(counts) == 3
 
 
 @pytest.mark.parametrize(
