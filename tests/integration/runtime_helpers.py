@@ -33,6 +33,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 from rillet.devstack import spark as devspark
 from rillet.reconcile import apprun
 from rillet.runtime import commands, driving, listening, tables
+from tests.integration.polling import wait_for
 
 REPO = Path(__file__).parents[2]
 EXAMPLES = REPO / "examples"
@@ -279,16 +280,50 @@ def cli_env() -> dict[str, str]:
 
 
 @contextmanager
-def killed_at_exit(process: subprocess.Popen[bytes]) -> Iterator[subprocess.Popen[bytes]]:
+def killed_at_exit(
+    process: subprocess.Popen[bytes], *, log: Path | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
     """The process of a `cli_run` while inside; on the way out its whole process group (Python
     and the JVM it started) is SIGKILLed, whatever the test did: a hung driver, or one that
-    was only sent SIGTERM, leaves nothing running into later tests."""
+    was only sent SIGTERM, leaves nothing running into later tests. If the test failed while
+    the driver still ran, its threads' stacks are first added to its `log`: where it hung."""
     try:
         yield process
+    except BaseException:
+        if log is not None and process.poll() is None:
+            dump_stacks(process, log)
+        raise
     finally:
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
+
+
+def _group(pgid: int) -> list[int]:
+    """The processes of a process group (from /proc)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):  # gone meanwhile
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                members.append(int(stat.parent.name))
+    return members
+
+
+def dump_stacks(process: subprocess.Popen[bytes], log: Path) -> None:
+    """Have a `cli_run` driver print every thread's stack into its log: Python's (SIGUSR1,
+    faulthandler) and its JVM's (SIGQUIT, the JVM's thread dump)."""
+    with suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGUSR1)
+    for pid in _group(process.pid):
+        with suppress(OSError):  # SIGQUIT would end anything but a JVM
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                os.kill(pid, signal.SIGQUIT)
+    with suppress(AssertionError):  # a JVM too stuck to answer still leaves Python's stacks
+        wait_for(
+            lambda: "Full thread dump" in log.read_text(errors="replace"),
+            timeout=10,
+            what="the JVM's thread dump",
+        )
 
 
 def cli_run(manifest: Path, *args: str, log: Path) -> subprocess.Popen[bytes]:
@@ -326,7 +361,7 @@ def run_driver_to_end(manifest: Path, bootstrap: str, workdir: Path, *, per_batc
     """Restart the App's driver from its checkpoint in `workdir` with --available-now, and
     fail unless it gets through what its inputs hold and exits 0."""
     process = start_driver(manifest, bootstrap, workdir, "--available-now", per_batch=per_batch)
-    with killed_at_exit(process) as driver:
+    with killed_at_exit(process, log=workdir / "driver.log") as driver:
         assert driver.wait(timeout=300) == 0, (workdir / "driver.log").read_text()[-3000:]
 
 

@@ -198,7 +198,8 @@ def test_sigkill_at_five_points_leaves_every_record_exactly_once(
             _processed(kafka_bootstrap, topics["sentences"]),
         )
         with rt.killed_at_exit(
-            rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+            rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
+            log=tmp_path / "driver.log",
         ) as driver:
             wait_for(progressed, timeout=180, interval=0.1, what=f"progress before kill {kill + 1}")
             inside += _kill_inside(driver, kafka_bootstrap, topics["copies"])

@@ -84,7 +84,7 @@ def test_records_written_once_the_driver_is_ready_are_all_read(
         "0",
         log=log,
     )
-    with rt.killed_at_exit(process) as driver:
+    with rt.killed_at_exit(process, log=log) as driver:
         port = wait_for(
             lambda: _metrics_port(log) if driver.poll() is None else -1,
             timeout=180,

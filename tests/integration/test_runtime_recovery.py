@@ -154,7 +154,8 @@ def test_sigkill_mid_stream_then_restart_keeps_the_table_exact(
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
     with rt.killed_at_exit(
-        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
+        log=tmp_path / "driver.log",
     ) as driver:
         _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
         os.killpg(driver.pid, signal.SIGKILL)
@@ -181,7 +182,8 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
     with rt.killed_at_exit(
-        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
+        log=tmp_path / "driver.log",
     ) as driver:
         _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
         driver.send_signal(signal.SIGTERM)  # the Python process only, as a kubelet would

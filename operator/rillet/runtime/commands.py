@@ -15,9 +15,11 @@ unset. The runtime never looks for jars itself (it must not depend on the local 
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import functools
 import logging
 import os
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -114,6 +116,16 @@ MaxOffsetsOption = Annotated[
 ]
 
 
+def _start_logging() -> None:
+    """Log lines at INFO, and every thread's Python stack on a crash in C code (librdkafka,
+    the JVM bridge) or on `kill -USR1 <pid>`: where a stuck driver is stuck. (`kill -QUIT` on
+    its JVM prints the Java side.)"""
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def run_app(
     app_yaml: AppFile,
     bootstrap_servers: BootstrapOption,
@@ -129,8 +141,7 @@ def run_app(
     max_offsets_per_trigger: MaxOffsetsOption = None,
 ) -> None:
     """Run an App on local Spark until it ends or is stopped (SIGTERM or Ctrl-C: at a batch end)."""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    _start_logging()
     if not jars:
         raise typer.BadParameter(
             f"Spark needs the Kafka connector jars: pass --jars or set {JARS_ENV} "
@@ -213,8 +224,7 @@ def drive_app(
     status.executors.desired; the pod's rillet.io/progress annotation reports progress. SIGTERM
     stops at a batch end. A failure's reason goes to stderr and the termination log (exit 1).
     """
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    _start_logging()
     from rillet.runtime import incluster, kafkalogin, reporting
 
     def fail(message: str) -> typer.Exit:

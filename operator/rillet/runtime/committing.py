@@ -3,9 +3,16 @@
 Structured Streaming keeps its offsets in the checkpoint and never commits to Kafka, so
 kafka-consumer-groups, KEDA and Burrow would see no progress. The driver therefore commits, after
 every finished batch, the offsets the batch processed to the group `rillet.<namespace>.<app>`,
-with a consumer that never subscribes (so it never joins the group or takes partitions): the
-group stays Empty, and its committed offsets and lag are what lag tools read. The checkpoint
-stays the truth for recovery; the group is its shadow.
+through the admin API (AlterConsumerGroupOffsets: an offset commit from no member, so nothing
+ever joins the group or takes partitions): the group stays Empty, and its committed offsets and
+lag are what lag tools read. The checkpoint stays the truth for recovery; the group is its
+shadow.
+
+Not a consumer's synchronous commit: that one has no timeout and can wait forever (reported in
+confluent-kafka-python#1801), and it runs on Spark's listener thread, where a wait that never ends
+stops every later progress event, and with them lag, metrics and progress, without a line in the
+log. An admin request ends within its timeout; a failed commit is logged and the next batch
+commits again.
 """
 
 from __future__ import annotations
@@ -13,13 +20,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from typing import Final
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from rillet.reconcile import apprun
 from rillet.runtime import progress
 
 log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_SECONDS: Final = 30.0
 
 
 class OffsetCommitter:
@@ -33,12 +44,10 @@ class OffsetCommitter:
         self._reported: dict[str, dict[progress.TopicPartition, int]] = {}
         self._committed: dict[progress.TopicPartition, int] = {}
         self._lock = threading.Lock()
-        self._consumer = Consumer(
+        self._admin = AdminClient(
             {
                 **spec.kafka_config,
                 "bootstrap.servers": spec.bootstrap_servers,
-                "group.id": spec.consumer_group,
-                "enable.auto.commit": False,
                 "client.id": f"{spec.consumer_group}.committer",
             }
         )
@@ -63,16 +72,20 @@ class OffsetCommitter:
             TopicPartition(topic, partition, offset)
             for (topic, partition), offset in sorted(plan.items())
         ]
-        # Synchronous: when this returns, lag tools see the batch. A failure propagates to the
-        # listener, which logs it; the next batch commits again.
-        self._consumer.commit(offsets=offsets, asynchronous=False)
+        # When this returns, lag tools see the batch. A failure propagates to the listener,
+        # which logs it; the next batch commits again.
+        request = ConsumerGroupTopicPartitions(self.group, offsets)
+        [done] = self._admin.alter_consumer_group_offsets(
+            [request], request_timeout=COMMIT_TIMEOUT_SECONDS
+        ).values()
+        # The request's own timeout ends it; this one only guards against a lost answer.
+        result = done.result(timeout=COMMIT_TIMEOUT_SECONDS * 2)
+        failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
+        if failed:
+            raise KafkaException(failed[0].error)
 
     @property
     def committed(self) -> dict[progress.TopicPartition, int]:
         """What this committer has committed so far."""
         with self._lock:
             return dict(self._committed)
-
-    def close(self) -> None:
-        """Leave Kafka (nothing to revoke: the consumer never subscribed)."""
-        self._consumer.close()
