@@ -91,7 +91,7 @@ def test_python_is_debians_311_and_pyproject_allows_it() -> None:
 
 def test_runtime_has_openjdk_17_and_pyspark_at_pyprojects_pin() -> None:
     (pin,) = [r for r in PYPROJECT["project"]["optional-dependencies"]["spark"] if "pyspark" in r]
-    assert pin == f"pyspark=={versions.SPARK}"
+    assert pin == f"pyspark[sql]=={versions.SPARK}"
     assert f"ARG PYSPARK_VERSION={versions.SPARK}" in instructions(RUNTIME)
     assert "openjdk-17-jre-headless" in RUNTIME
     assert env_value(RUNTIME, "JAVA_HOME") == "/usr/lib/jvm/java-17"

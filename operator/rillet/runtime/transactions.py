@@ -20,9 +20,11 @@ partitions will not do: the order of a Kafka source's partitions changes from on
 next.) Both names sit under the App's own prefix `<group>.`, which its Kafka principal is
 allowed (reconcile.kafkaaccess).
 
-A task starts its producer for each batch (Spark runs a unit's task in whichever Python worker
-is free: a producer kept in one worker would be fenced by the next one started in another); the
-marker readers join no group and are kept for the worker's life.
+A task gets its unit's rows as Arrow batches (mapInArrow) and hands them to the producer a
+column at a time: Python Row objects cost more than producing the record (docs/runtime.md has
+the figures). A task starts its producer for each batch (Spark runs a unit's task in whichever
+Python worker is free: a producer kept in one worker would be fenced by the next one started in
+another); the marker readers join no group and are kept for the worker's life.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ import dataclasses
 import functools
 import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, Final
 
+import pyarrow as pa
 from confluent_kafka import Consumer, Producer, TopicPartition
-from pyspark.sql import DataFrame, Row
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
 
 MARKER_PARTITION: Final = 0
 TIMEOUT_SECONDS: Final = 60.0
@@ -110,70 +114,68 @@ def written_through(marker: Consumer, topic: str) -> int:
     return max(found.offset, 0)  # none committed: OFFSET_INVALID (-1001)
 
 
-Record = tuple[Any, Any, list[tuple[str, str | bytes | None]] | None]  # value, key, headers
+def _produce_batch(producer: Producer, topic: str, batch: pa.RecordBatch) -> int:
+    """Produce the records of an Arrow batch with columns value, and key and headers if any
+    (as Spark's Kafka sink takes them); the number produced. A column at a time into Python
+    values, then one call per record: this loop is the exactly-once writer's cost per record."""
+    names = batch.schema.names
+    values = batch.column(names.index("value")).to_pylist()
+    keys = batch.column(names.index("key")).to_pylist() if "key" in names else [None] * len(values)
+    produce = producer.produce
+    if "headers" not in names:
+        for value, key in zip(values, keys, strict=True):
+            try:
+                produce(topic, value, key)
+            except BufferError:  # the local queue is full
+                _produce_once_room(producer, topic, value, key, None)
+        return len(values)
+    listed = batch.column(names.index("headers")).to_pylist()
+    for value, key, entries in zip(values, keys, listed, strict=True):
+        headers = [(str(h["key"]), h["value"]) for h in entries] if entries else None
+        try:
+            produce(topic, value, key, headers=headers)
+        except BufferError:
+            _produce_once_room(producer, topic, value, key, headers)
+    return len(values)
 
 
-def _record_maker(fields: tuple[str, ...]) -> Callable[[Row], Record]:
-    """Turns a row of `fields` (key, value, headers: as Spark's Kafka sink takes them) into a
-    record; positions are looked up once, not per row."""
-    key = fields.index("key") if "key" in fields else None
-    value = fields.index("value")
-    headers = fields.index("headers") if "headers" in fields else None
-
-    def make(row: Row) -> Record:
-        listed = row[headers] if headers is not None else None
-        return (
-            _bytes(row[value]),
-            _bytes(row[key]) if key is not None else None,
-            [(str(h[0]), _bytes(h[1])) for h in listed] if listed else None,
-        )
-
-    return make
-
-
-def _bytes(data: Any) -> Any:
-    # Spark hands BINARY columns over as bytearray, which produce() does not take.
-    return bytes(data) if isinstance(data, bytearray) else data
-
-
-def _produce(producer: Producer, topic: str, record: Record) -> None:
-    value, key, headers = record
+def _produce_once_room(
+    producer: Producer, topic: str, value: Any, key: Any, headers: list[Any] | None
+) -> None:
+    """Produce a record the full local queue refused: let deliveries make room, then again."""
     while True:
+        producer.poll(0.05)
         try:
             producer.produce(topic, value, key, headers=headers)
             return
-        except BufferError:  # the local queue is full: let deliveries make room
-            producer.poll(0.05)
+        except BufferError:
+            continue
 
 
-def _write_partition(
-    sink: TransactionalSink,
-    fields: tuple[str, ...],
-    batch_id: int,
-    unit: int,
-    rows: Iterable[Row],
-) -> Iterator[int]:
-    # Started even for an empty partition: starting the producer of this id aborts what a
-    # killed driver's task left open, which would hold read_committed consumers back until it
-    # timed out.
+def _write_unit(
+    sink: TransactionalSink, batch_id: int, unit: int, batches: Iterator[pa.RecordBatch]
+) -> int:
+    """Write unit `unit` of batch `batch_id` in one transaction, unless it was written before;
+    the number of records written now."""
+    # Started even for an empty unit: starting the producer of this id aborts what a killed
+    # driver's task left open, which would hold read_committed consumers back until it timed
+    # out.
     producer = _producer(sink, unit)
     try:
         marker = _marker(sink, unit)
-        iterator = iter(rows)
-        first = next(iterator, None)
+        first = next((b for b in batches if b.num_rows), None)
         if first is None or written_through(marker, sink.topic) > batch_id:
-            yield 0  # nothing to write, or written before: nothing to mark
-            return
+            return 0  # nothing to write, or written before: nothing to mark
         producer.begin_transaction()
-        make, count = _record_maker(fields), 0
-        for row in itertools.chain([first], iterator):
-            _produce(producer, sink.topic, make(row))
-            count += 1
+        count = sum(
+            _produce_batch(producer, sink.topic, b) for b in itertools.chain([first], batches)
+        )
         done = [TopicPartition(sink.topic, MARKER_PARTITION, batch_id + 1)]
         producer.send_offsets_to_transaction(
             done, marker.consumer_group_metadata(), TIMEOUT_SECONDS
         )
         producer.commit_transaction(TIMEOUT_SECONDS)
+        return count
     except BaseException:
         # Fenced, or nothing open: the next producer of the id settles it either way.
         with contextlib.suppress(Exception):
@@ -181,12 +183,21 @@ def _write_partition(
         raise
     finally:
         producer.flush(5)
-    yield count
+
+
+def _write_arrow_unit(
+    sink: TransactionalSink, batch_id: int, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow's function: the task's partition of the repartitioned batch is unit p."""
+    context = TaskContext.get()
+    assert context is not None  # set in every task
+    written = _write_unit(sink, batch_id, context.partitionId(), batches)
+    yield pa.RecordBatch.from_pydict({"written": [written]})
 
 
 def write_batch(sink: TransactionalSink, batch: DataFrame, batch_id: int) -> int:
     """Write the batch's records (columns key, value, and headers if any) once; the count
     written now (0 for parts written before)."""
-    write = functools.partial(_write_partition, sink, tuple(batch.columns), batch_id)
     units = batch.repartition(sink.partitions, *[c for c in ("key", "value") if c in batch.columns])
-    return int(sum(units.rdd.mapPartitionsWithIndex(write).collect()))
+    write = functools.partial(_write_arrow_unit, sink, batch_id)
+    return sum(row.written for row in units.mapInArrow(write, "written BIGINT").collect())
