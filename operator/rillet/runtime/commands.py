@@ -122,8 +122,10 @@ def _start_logging() -> None:
     its JVM prints the Java side.)"""
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    faulthandler.enable(all_threads=True)
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    # Into file descriptor 2, the process's stderr: sys.stderr may be a stream without one (an
+    # in-process CLI runner).
+    faulthandler.enable(file=2, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=2, all_threads=True)
 
 
 def run_app(
