@@ -29,7 +29,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import hostcleanup, processes, provisioning, tools
+from rillet.devstack import hostcleanup, provisioning, tools
 from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
@@ -421,9 +421,8 @@ def separate_kafka(root: Path, *, brokers: int = 1) -> Iterator[str]:
     cluster = KafkaCluster(
         libs=provisioning.KAFKA.directory / "libs", root=root, brokers=brokers, heap="384m"
     )
-    records, bootstrap = cluster.start()
+    _, bootstrap = cluster.start()
     try:
         yield bootstrap
     finally:
-        for record in records:
-            processes.stop(record)
+        cluster.kill_all()

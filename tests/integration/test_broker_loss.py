@@ -53,7 +53,7 @@ def three_brokers(tmp_path: Path) -> Iterator[KafkaCluster]:
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.kill_all()
 
 
 class PacedProducer(threading.Thread):

@@ -124,7 +124,7 @@ def stoppable_kafka(tmp_path: Path) -> Iterator[KafkaCluster]:
     )
     cluster.start()
     yield cluster
-    cluster.stop()
+    cluster.kill_all()  # thrown away with its data
 
 
 def test_broker_down_for_30s_then_back(

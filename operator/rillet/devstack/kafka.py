@@ -234,6 +234,14 @@ class KafkaCluster:
             os.killpg(record.pid, signal.SIGKILL)
         processes.stop(record)  # waits until it is gone
 
+    def kill_all(self) -> None:
+        """SIGKILL every node, for a cluster thrown away with its data: stopping nodes one by
+        one waits out the grace period of each once the controller quorum is gone (some 15 s
+        each)."""
+        for node in range(1, len(self.records) + 1):
+            self.kill(node)
+        self.records = []
+
     def revive(self, node: int) -> None:
         """Start a killed node again on its ports, with its data (it catches up as a follower)."""
         self.records[node - 1] = processes.start(
