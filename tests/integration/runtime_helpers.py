@@ -289,9 +289,10 @@ def killed_at_exit(
     the driver still ran, its threads' stacks are first added to its `log`: where it hung."""
     try:
         yield process
-    except BaseException:
+    except BaseException as error:
         if log is not None and process.poll() is None:
             dump_stacks(process, log)
+            error.add_note(f"the driver's Python and JVM thread stacks are at the end of {log}")
         raise
     finally:
         with suppress(ProcessLookupError):
