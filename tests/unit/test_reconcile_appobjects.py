@@ -142,6 +142,7 @@ def test_role_grants_what_spark_and_the_runtime_need_and_nothing_else() -> None:
             for v in manage
         ),
         ("rillet.io", "apps", ("wordcount",), "get"),
+        ("rillet.io", "apps", ("wordcount",), "watch"),
     }
     assert grants == expected
     assert rbac.role_rules("wordcount") == role["rules"]

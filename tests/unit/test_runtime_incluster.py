@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -191,11 +194,22 @@ class FakeKube:
         self.patch_error: Exception | None = None
         self.patched: list[dict[str, Any]] = []
         self.closed = False
+        self.changes: queue.Queue[int | None] = queue.Queue()
 
     def read_desired(self) -> int | None:
         if self.read_error is not None:
             raise self.read_error
         return self.desired
+
+    def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]:
+        """Each count put in `changes` (it becomes the App's); a watch request ends when
+        none comes for a while, as the apiserver's do."""
+        while True:
+            try:
+                self.desired = self.changes.get(timeout=0.05)
+            except queue.Empty:
+                return
+            yield self.desired
 
     def patch_progress(self, report: reporting.ProgressReport) -> None:
         if self.patch_error is not None:
@@ -260,6 +274,39 @@ def test_the_loop_scales_and_reports() -> None:
     now[0] = 10.0
     loop.tick()  # due, but the same value: no patch
     assert len(kube.patched) == 2
+
+
+class CallingSpark(FakeSpark):
+    """A FakeSpark that says when it was asked for executors."""
+
+    def __init__(self, ids: list[str]) -> None:
+        super().__init__(ids)
+        self.asked = threading.Event()
+
+    def request_total(self, total: int) -> bool:
+        self.asked.set()
+        return super().request_total(total)
+
+
+def test_a_changed_count_is_applied_at_once_not_at_the_next_period() -> None:
+    kube, spark = FakeKube(desired=2), CallingSpark(["1", "2"])
+    loop = incluster.InClusterLoop(
+        kube=kube,
+        scaler=scaling.Scaler(spark),
+        tally=reporting.BatchTally(),
+        application_id="spark-1",
+        scale_seconds=3600,  # the period alone would not apply it within the test
+    )
+    loop.start()
+    try:
+        assert spark.asked.wait(timeout=10), "the first step"
+        spark.asked.clear()
+        kube.changes.put(1)
+        assert spark.asked.wait(timeout=10), "the new count was not applied"
+    finally:
+        loop.stop()
+    assert spark.calls == [("request", 2), ("kill", ("2",)), ("request", 1)]
+    assert kube.closed
 
 
 def test_the_loop_survives_failed_reads_and_patches(caplog: pytest.LogCaptureFixture) -> None:

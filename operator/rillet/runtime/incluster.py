@@ -4,14 +4,16 @@ The operator starts `rillet drive` in the driver pod with the pod's identity fro
 API (POD_NAME, POD_IP, POD_NAMESPACE), the App's name (RILLET_APP_NAME) and the Spark settings
 it built (RILLET_SPARK_CONF_JSON: master, image, namespace, credentials, ports, executor size).
 This module turns those into the driver's Spark conf (`build_drive_conf`), runs the loop beside
-the App (`alongside`): every `SCALE_SECONDS` it reads the App's `status.executors.desired` and
-applies it (`scaling.Scaler`), every `REPORT_SECONDS` and after each scale action it patches the
-pod's progress annotation (`reporting`), and says why a driver failed in one line, which the
+the App (`alongside`): it reads the App's `status.executors.desired` and applies it
+(`scaling.Scaler`) as soon as a watch of the App sees the count change, and every
+`SCALE_SECONDS` in any case; every `REPORT_SECONDS` and after each scale action it patches the
+pod's progress annotation (`reporting`); and it says why a driver failed in one line, which the
 pod's termination message carries to the operator (`summarize_error`).
 
-The loop never stops the App: a failed read or patch is logged and tried again next time. It
-needs the in-cluster credentials of the pod's ServiceAccount (its Role grants `get` on the App
-and `patch` on pods); without them (a driver outside a cluster) the App runs without it.
+The loop never stops the App: a failed read, watch or patch is logged and tried again later. It
+needs the in-cluster credentials of the pod's ServiceAccount (its Role grants `get` and `watch`
+on the App and `patch` on pods); without them (a driver outside a cluster) the App runs without
+it.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ TERMINATION_LOG = Path("/dev/termination-log")
 
 APP_GROUP, APP_VERSION, APP_PLURAL = "rillet.io", "v1alpha1", "apps"
 SCALE_SECONDS = 2.0
+# One watch request lasts this long, then another starts (the apiserver ends watches anyway).
+WATCH_SECONDS = 300
+# After a failed watch (a Role of an older release without `watch`, an apiserver restart): the
+# loop's period still reads the count meanwhile.
+WATCH_RETRY_SECONDS = 30.0
 REPORT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 5.0
 # Kubernetes keeps at most 4096 bytes of a termination message; a condition wants one line.
@@ -195,6 +202,7 @@ class Kube(Protocol):
     app_name: str | None
 
     def read_desired(self) -> int | None: ...
+    def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]: ...
     def patch_progress(self, report: reporting.ProgressReport) -> None: ...
     def close(self) -> None: ...
 
@@ -247,6 +255,27 @@ class KubeAccess:
             raise
         return scaling.desired_executors(app) if isinstance(app, Mapping) else None
 
+    def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]:
+        """The App's status.executors.desired each time the App changes (first as it is now),
+        for one watch request of at most `timeout_seconds`; raises when the watch fails."""
+        from kubernetes import watch
+
+        if self.app_name is None:
+            return
+        events = watch.Watch().stream(  # type: ignore[no-untyped-call]
+            self._custom.list_namespaced_custom_object,
+            APP_GROUP,
+            APP_VERSION,
+            self.namespace,
+            APP_PLURAL,
+            field_selector=f"metadata.name={self.app_name}",
+            timeout_seconds=timeout_seconds,
+            _request_timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
+        )
+        for event in events:
+            app = event.get("object")
+            yield scaling.desired_executors(app) if isinstance(app, Mapping) else None
+
     def patch_progress(self, report: reporting.ProgressReport) -> None:
         """Set the pod's progress annotation (a strategic merge patch of its metadata)."""
         self._core.patch_namespaced_pod(
@@ -283,15 +312,22 @@ class InClusterLoop:
         self._reported: str | None = None
         self._problems: dict[str, str] = {}
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a step now: stopping, or the desired count changed
         self._thread = threading.Thread(target=self._run, name="rillet-incluster", daemon=True)
+        self._watcher = threading.Thread(
+            target=self._watch, name="rillet-incluster-watch", daemon=True
+        )
 
     def start(self) -> None:
-        """Run the loop in its thread."""
+        """Run the loop, and the watch that wakes it, in their threads."""
         self._thread.start()
+        self._watcher.start()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """End the loop (after the step it is in) and release the client."""
+        """End the loop (after the step it is in) and release the client (which ends the
+        watch's request)."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
         self._kube.close()
@@ -302,7 +338,26 @@ class InClusterLoop:
                 self.tick()
             except Exception:  # a bug here must not end the loop, let alone the App
                 log.exception("the in-cluster loop failed a step (the App keeps running)")
-            self._stop.wait(self._scale_seconds)
+            self._wake.wait(self._scale_seconds)
+            self._wake.clear()
+
+    def _watch(self) -> None:
+        """Wake the loop as soon as the App's desired count changes: executors are asked for
+        the moment the operator decides, not up to SCALE_SECONDS later."""
+        seen: int | None = None
+        while not self._stop.is_set():
+            try:
+                for desired in self._kube.watch_desired(WATCH_SECONDS):
+                    if desired != seen:
+                        seen = desired
+                        self._wake.set()
+                    if self._stop.is_set():
+                        return
+            except Exception as error:
+                if self._stop.is_set():
+                    return  # the client was closed under the watch
+                self._trouble("watch", "watching the App failed", error)
+                self._stop.wait(WATCH_RETRY_SECONDS)
 
     def tick(self) -> None:
         """One step: apply the desired executor count; report progress when due or scaled."""

@@ -2,8 +2,8 @@
 
 Spark's Kubernetes backend, running in the driver, creates and deletes the executor pods, an
 executor ConfigMap, and may create Services and PersistentVolumeClaims for them; the driver also
-reads its own App (the desired executor count is in its status). The Role grants exactly that,
-in the App's namespace: no Secrets, nothing cluster-wide, no other App.
+reads and watches its own App (the desired executor count is in its status). The Role grants
+exactly that, in the App's namespace: no Secrets, nothing cluster-wide, no other App.
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def role_rules(app: str) -> list[dict[str, Any]]:
             "verbs": list(_MANAGE),
         },
         {
+            # watch: the driver hears of a new executor count at once (a watch of one object,
+            # by a metadata.name field selector, is authorized by its resourceNames).
             "apiGroups": [objects.GROUP],
             "resources": ["apps"],
             "resourceNames": [app],
-            "verbs": ["get"],
+            "verbs": ["get", "watch"],
         },
     ]
 
