@@ -68,14 +68,19 @@ def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession
     if run_options.master:
         builder = builder.master(run_options.master)
     if (run_options.master or "").startswith("local"):
-        # Local Python workers (UDFs, exactly-once writes) run this interpreter, with its
-        # packages (rillet's included): pyspark takes PYSPARK_PYTHON, else `python3` on PATH.
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        local_workers_run_this_python()
     conf = {**apprun.build_spark_conf(spec), **run_options.spark_conf}
     conf |= classsharing.java_options(conf, run_options.class_archive)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def local_workers_run_this_python() -> None:
+    """Local Python workers (UDFs, exactly-once writes) run this interpreter, with its packages
+    (rillet's, pyarrow): pyspark takes PYSPARK_PYTHON, else `python3` on PATH. Call it before a
+    process's first SparkContext, which fixes its workers' interpreter for good."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 class Driver:
