@@ -36,9 +36,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
 
 from rillet.devstack.controlplane import write_service_account_kubeconfig
 from rillet.devstack.operating import OperatorProcess
+from rillet.runtime import incluster
 
 from .conftest import Kube
 from .gitopshealth import argocd_health
@@ -187,6 +190,21 @@ def test_driver_service_account_has_exactly_its_rights(
     assert not can_i(driver, "patch", f"apps.rillet.io/{name}", "-n", namespace)
     assert not can_i(driver, "create", "roles", "-n", namespace)
     assert not can_i(driver, "list", "nodes")
+    # The driver's watch of its App (a field selector on its name), with its own token.
+    assert _watched_count(driver, namespace, name) is None  # no count decided yet
+    with pytest.raises(ApiException) as refused:
+        _watched_count(driver, namespace, "someone-else")
+    assert refused.value.status == 403
+
+
+def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
+    """The first desired executor count the driver's watch of App `app` sees."""
+    api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
+    access = incluster.KubeAccess(api, namespace=namespace, pod_name="unused", app_name=app)
+    try:
+        return next(access.watch_desired(timeout_seconds=5))
+    finally:
+        access.close()
 
 
 def ready_seconds(kube: Kube, name: str, namespace: str, started: float) -> float:
