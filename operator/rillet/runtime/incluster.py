@@ -208,7 +208,7 @@ class Kube(Protocol):
 
 
 class KubeAccess:
-    """The driver's two Kubernetes calls: read its App, patch its own pod."""
+    """The driver's Kubernetes calls: read and watch its App, patch its own pod."""
 
     def __init__(self, api: Any, *, namespace: str, pod_name: str, app_name: str | None) -> None:
         from kubernetes import client
