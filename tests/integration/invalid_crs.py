@@ -447,6 +447,38 @@ CASES: tuple[Case, ...] = (
         "eventTime and maxOffsetsPerTrigger apply to topic inputs",
     ),
     Case(
+        "app-lookup-on-a-table-input",
+        app(
+            {
+                "inputs": [
+                    app_input(
+                        topicRef=DROP,
+                        tableRef={"name": "c"},
+                        lookups=[{"table": "c", "keyColumns": ["page"]}],
+                    )
+                ]
+            }
+        ),
+        "lookups apply to topic inputs",
+    ),
+    Case(
+        "app-lookup-of-no-table-input",
+        app({"inputs": [app_input(lookups=[{"table": "users", "keyColumns": ["page"]}])]}),
+        "lookups[].table must name a tableRef input of this App",
+    ),
+    Case(
+        "app-lookup-without-key-columns",
+        app(
+            {
+                "inputs": [
+                    app_input(lookups=[{"table": "users", "keyColumns": []}]),
+                    {"name": "users", "tableRef": {"name": "users"}},
+                ]
+            }
+        ),
+        "spec.inputs[0].lookups[0].keyColumns",
+    ),
+    Case(
         "app-input-max-offsets-zero",
         app({"inputs": [app_input(maxOffsetsPerTrigger=0)]}),
         "spec.inputs[0].maxOffsetsPerTrigger: Invalid value: 0",

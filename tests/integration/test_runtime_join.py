@@ -1,10 +1,11 @@
-"""Stream-table join and the Table read path, with examples/enrich-orders.yaml as it is.
+"""Stream-table join and the Table read path, with examples/enrich-orders.yaml.
 
 Test plan:
 - `customers-loader` upserts customer records into the global Table `customers`: the latest
   record per customer wins, and `rillet table get customers <id>` prints it;
-- `enrich-orders` joins each order with the customer's latest record (LEFT JOIN: an unknown
-  customer gives NULL columns);
+- `enrich-orders` joins each order with the customer's latest record (a left join: an unknown
+  customer gives NULL columns), both ways an App can: the example as it is (`lookups`), and the
+  same App with the join written in its SQL (LEFT JOIN with the Table's view);
 - while `enrich-orders` runs, a customer changes: orders after the change see the new record
   (the Table is read as it is at each micro-batch);
 - a Python pipeline returning several named results feeds one output each (`from`).
@@ -16,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration import runtime_helpers as rt
@@ -37,10 +39,28 @@ def _order(order_id: str, customer_id: str, amount: str) -> tuple[str, str]:
     )
 
 
+SQL_JOIN = """
+SELECT o.order_id, o.customer_id, o.amount, o.ts,
+       c.name AS customer_name, c.tier AS customer_tier
+FROM orders o
+LEFT JOIN customers c ON o.customer_id = c.customer_id
+"""
+
+
+def _joined_in_sql(documents: list[dict[str, Any]]) -> None:
+    """enrich-orders with the join in its SQL instead of its `lookups`."""
+    [app] = [d for d in documents if d["metadata"]["name"] == "enrich-orders"]
+    del app["spec"]["inputs"][0]["lookups"]
+    app["spec"]["pipeline"]["sql"] = SQL_JOIN
+
+
+@pytest.mark.parametrize("way", ["lookups", "sql-join"])
 def test_orders_are_enriched_with_the_latest_customer_record(
-    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path, way: str
 ) -> None:
     documents = rt.load_manifests(rt.EXAMPLES / "enrich-orders.yaml")
+    if way == "sql-join":
+        _joined_in_sql(documents)
     topics = rt.privatize(documents, kafka_prefix)
     rt.create_topics(
         kafka_admin,

@@ -289,3 +289,50 @@ def test_delivery_is_at_least_once_unless_an_output_or_the_dead_letters_ask_for_
     assert [o.exactly_once for o in spec.outputs] == [False, True, False]
     assert spec.dead_letter_exactly_once
     assert not _spec("wordcount.yaml").dead_letter_exactly_once
+
+
+_LOOKUP = """
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: orders}
+spec: {partitions: 3}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Table
+metadata: {name: customers}
+spec: {valueSchema: "customer_id STRING, tier STRING"%s}
+---
+apiVersion: rillet.io/v1alpha1
+kind: App
+metadata: {name: enrich}
+spec:
+  image: rillet/spark-runtime:0.1.0
+  inputs:
+    - name: orders
+      topicRef: {name: orders}
+      schema: "order_id STRING, customer_id STRING"
+      lookups: [{table: customers, keyColumns: [customer_id]}]
+    - name: customers
+      tableRef: {name: customers}
+  pipeline: {sql: "SELECT order_id, customers.tier FROM orders"}
+  outputs: [{topicRef: {name: orders}}]
+"""
+
+
+def test_lookups_reach_the_run_spec_and_a_windowed_table_is_refused() -> None:
+    documents = list(yaml.safe_load_all(_LOOKUP % ""))
+    spec = apprun.build_run_spec_from_manifests(
+        documents, bootstrap_servers="kafka:9092", checkpoint_location="/ck"
+    )
+    orders, customers = spec.inputs
+    assert orders.lookups == (apprun.LookupSpec(table="customers", key_columns=("customer_id",)),)
+    assert (customers.kind, customers.lookups) == ("table", ())
+
+    windowed = list(yaml.safe_load_all(_LOOKUP % ", window: {type: tumbling, size: 1h}"))
+    with pytest.raises(
+        apprun.UnresolvedError,
+        match="input orders looks up Table input customers, which is windowed",
+    ):
+        apprun.build_run_spec_from_manifests(
+            windowed, bootstrap_servers="kafka:9092", checkpoint_location="/ck"
+        )

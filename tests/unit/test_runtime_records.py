@@ -151,3 +151,25 @@ def test_internal_columns_are_not_written() -> None:
 
 def test_rows_without_any_key_column_are_recognised() -> None:
     assert records.has_key_expr(["a", "b"]) == "`a` IS NOT NULL OR `b` IS NOT NULL"
+
+
+def test_a_lookup_key_is_encoded_as_the_tables_writer_encodes_its_key() -> None:
+    output = _output(key_columns=("customer_id",), key_format="json")
+    written = records.build_record_exprs(output, ["customer_id", "tier"]).key
+
+    assert (
+        records.lookup_key_expr(["customer_id"], "json", what="w") == f"CAST({written} AS BINARY)"
+    )
+    assert records.lookup_key_expr(["id"], "string", what="w") == (
+        "CAST(CAST(`id` AS STRING) AS BINARY)"
+    )
+    with pytest.raises(ValueError, match="lookups: key is string, which holds one column, not 2"):
+        records.lookup_key_expr(["a", "b"], "string", what="lookups: key")
+
+
+def test_a_looked_up_value_is_shown_as_the_table_inputs_view_shows_values() -> None:
+    assert records.lookup_value_expr("v", "json", "tier STRING") == (
+        "from_json(CAST(`v` AS STRING), 'tier STRING')"
+    )
+    assert records.lookup_value_expr("v", "string", None) == "CAST(`v` AS STRING)"
+    assert records.lookup_value_expr("v", "bytes", None) == "`v`"

@@ -68,6 +68,13 @@ class EventTimeSpec(_Frozen):
     allowed_lateness_ms: int
 
 
+class LookupSpec(_Frozen):
+    """A Table that a topic input's records look up by key (apps.Lookup)."""
+
+    table: str = Field(description="The Table's input (its InputSpec's name).")
+    key_columns: tuple[str, ...] = Field(description="The input's columns that form the key.")
+
+
 class InputSpec(_Frozen):
     """One view of the pipeline: a Kafka topic read as a stream, or a Table read as its state."""
 
@@ -86,6 +93,9 @@ class InputSpec(_Frozen):
     )
     max_offsets_per_trigger: int | None = Field(
         default=None, description="Most records a micro-batch reads from this input."
+    )
+    lookups: tuple[LookupSpec, ...] = Field(
+        default=(), description="Tables each record looks up (topic inputs)."
     )
 
 
@@ -233,7 +243,24 @@ def build_input(
         partitions=partitions,
         event_time=_event_time(item.event_time),
         max_offsets_per_trigger=item.max_offsets_per_trigger,
+        lookups=tuple(
+            LookupSpec(table=lookup.table, key_columns=tuple(lookup.key_columns))
+            for lookup in item.lookups or ()
+        ),
     )
+
+
+def _windowed_lookups(inputs: Iterable[InputSpec]) -> list[str]:
+    """Lookups of windowed Tables: a key names no single value there (one per window)."""
+    inputs = tuple(inputs)
+    windowed = {i.name for i in inputs if i.kind == "table" and i.window is not None}
+    return [
+        f"input {item.name} looks up Table input {lookup.table}, which is windowed (a value per "
+        f"window of each key): look up an unwindowed Table, or join the windows in the SQL"
+        for item in inputs
+        for lookup in item.lookups
+        if lookup.table in windowed
+    ]
 
 
 def _event_time(event_time: apps.EventTime | None) -> EventTimeSpec | None:
@@ -371,6 +398,9 @@ def build_run_spec(
         build_input(i, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
         for i in spec.inputs
     )
+    windowed = _windowed_lookups(inputs)
+    if windowed:
+        raise UnresolvedError(windowed)
     outputs = tuple(
         build_output(o, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
         for o in spec.outputs

@@ -10,7 +10,8 @@ A Table input is its latest state: the changelog topic read as a batch up to its
 the last record per key kept (by offset within a partition, then by timestamp), tombstones
 dropped. Joined with a stream, Spark plans this static side again at every micro-batch, so each
 batch sees the Table as it was when the batch started. That costs a read of the (compacted) Table
-per batch: right for lookup tables, to revisit for very large ones.
+per batch: right for small Tables. A topic input's `lookups` join a Table without that read
+(lookups.py): the view gains the Table's value of each record's key.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import StructType
 
 from rillet.reconcile import apprun
-from rillet.runtime import options, records
+from rillet.runtime import lookups, options, records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +51,8 @@ def read_inputs(spark: SparkSession, spec: apprun.RunSpec) -> Inputs:
             views[item.name] = read_table(spark, spec, item)
         else:
             view, bad_records = read_topic(spark, spec, item)
+            # Before the watermark: a Python stage would drop the column's watermark.
+            view = lookups.with_lookups(view, spec, item)
             views[item.name] = with_event_time(view, item)
             if bad_records is not None:
                 bad[item.name] = bad_records

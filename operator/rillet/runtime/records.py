@@ -102,6 +102,23 @@ def view_exprs(
     return ["key", "value", *metadata]
 
 
+def lookup_key_expr(columns: Sequence[str], key_format: fields.Format, *, what: str) -> str:
+    """The Table key a lookup's columns make, as BINARY: the bytes its writer keys records by
+    (an output's key encoding, `_encode`), so that equal keys compare equal as bytes."""
+    return f"CAST({_encode(columns, key_format, what=what)} AS BINARY)"
+
+
+def lookup_value_expr(column: str, fmt: fields.Format, value_schema: str | None) -> str:
+    """A looked-up value (BINARY, NULL when absent) as the Table input's view shows values: the
+    struct of its json columns, or the value itself."""
+    if fmt == "json":
+        assert value_schema is not None  # apprun requires a schema for json Tables
+        return f"from_json(CAST({quote(column)} AS STRING), {sql_string(value_schema)})"
+    if fmt == "string":
+        return f"CAST({quote(column)} AS STRING)"
+    return quote(column)
+
+
 def dead_letter_exprs(*, app: str, value_schema: str) -> list[str]:
     """The record written to the dead-letter topic: the original key and value, and headers."""
     headers = {

@@ -26,6 +26,7 @@ effort (at-least-once still holds).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable, Mapping
 
@@ -34,7 +35,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.reconcile import apprun
-from rillet.runtime import options, records, transactions
+from rillet.runtime import options, pinning, records, transactions
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
 
@@ -146,6 +147,7 @@ def _start(
     if spec.trigger.real_time_ms is not None:
         return Started(writer.format("kafka").options(**sink).start(), None)
     gate = BatchGate()
+    pins = _lookup_pins(spec, name)
     if exactly_once:
         # The query's name within the App (after `<app>.`) names its transactions.
         transactional = transactions.TransactionalSink(
@@ -155,22 +157,60 @@ def _start(
             partitions=spec.shuffle_partitions,
         )
         return Started(
-            writer.foreachBatch(_transactional_writer(gate, transactional)).start(), gate
+            writer.foreachBatch(_transactional_writer(gate, transactional, pins)).start(), gate
         )
-    return Started(writer.foreachBatch(_batch_writer(gate, sink)).start(), gate)
+    return Started(writer.foreachBatch(_batch_writer(gate, sink, pins)).start(), gate)
 
 
-def _batch_writer(gate: BatchGate, sink: Mapping[str, str]) -> Callable[[DataFrame, int], None]:
+def _lookup_pins(spec: apprun.RunSpec, name: str) -> pinning.LookupPins | None:
+    """The pins of a query's batches, when the App looks Tables up (pinning.py)."""
+    tables = {i.name: i.topic for i in spec.inputs if i.kind == "table"}
+    looked_up = [tables[lookup.table] for i in spec.inputs for lookup in i.lookups]
+    if not looked_up:
+        return None
+    return pinning.LookupPins(
+        config={**spec.kafka_config, "bootstrap.servers": spec.bootstrap_servers},
+        group=f"{spec.consumer_group}.{name.removeprefix(f'{spec.app}.')}.lookups",
+        topics=looked_up,
+    )
+
+
+def _pinned(
+    batch: DataFrame, batch_id: int, pins: pinning.LookupPins | None, write: Callable[[], object]
+) -> None:
+    """Run the batch's writes with its lookups pinned: the jobs they start carry the pins."""
+    if pins is None:
+        write()
+        return
+    context = batch.sparkSession.sparkContext
+    query_id = context.getLocalProperty(pinning.QUERY_ID_PROPERTY)
+    if not query_id:
+        raise RuntimeError("foreachBatch ran without its query's id: cannot pin lookups")
+    pinned = pins.pin(query_id, batch_id)
+    context.setLocalProperty(pinning.PINS_PROPERTY, pinning.encode(pins.group, pinned))
+    try:
+        write()
+    finally:
+        context.setLocalProperty(pinning.PINS_PROPERTY, None)  # type: ignore[arg-type]
+
+
+def _batch_writer(
+    gate: BatchGate, sink: Mapping[str, str], pins: pinning.LookupPins | None
+) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
-        gate.write(batch_id, lambda: batch.write.format("kafka").options(**sink).save())
+        def save() -> None:
+            batch.write.format("kafka").options(**sink).save()
+
+        gate.write(batch_id, functools.partial(_pinned, batch, batch_id, pins, save))
 
     return write
 
 
 def _transactional_writer(
-    gate: BatchGate, sink: transactions.TransactionalSink
+    gate: BatchGate, sink: transactions.TransactionalSink, pins: pinning.LookupPins | None
 ) -> Callable[[DataFrame, int], None]:
     def write(batch: DataFrame, batch_id: int) -> None:
-        gate.write(batch_id, lambda: transactions.write_batch(sink, batch, batch_id))
+        save = functools.partial(transactions.write_batch, sink, batch, batch_id)
+        gate.write(batch_id, functools.partial(_pinned, batch, batch_id, pins, save))
 
     return write

@@ -21,8 +21,8 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
-from rillet.runtime import cliargs, tablecommands
-from rillet.serving import following, store
+from rillet.runtime import cliargs, tablecommands, tablestore
+from rillet.serving import following
 from rillet.serving import web as serving_web
 from rillet.settings import KafkaSettings
 
@@ -80,7 +80,7 @@ def table_serve(
     directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    table_store = store.TableStore(directory / "table.sqlite", source.key_format)
+    table_store = tablestore.TableStore(directory / "table.sqlite", source.key_format)
     follower = following.TableFollower(
         kafka_config=KafkaSettings(bootstrap=bootstrap_servers).client_config(),
         topic=source.topic,

@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from rillet.runtime import tables
-from rillet.serving.store import TableStore
+from rillet.runtime.tablestore import TableStore
 
 log = logging.getLogger(__name__)
 

@@ -132,8 +132,31 @@ NO_RESERVED_SPARK_CONF = rules.Rule(
 )
 
 
+def _lookups_not_of_tables(spec: AppSpec) -> list[str]:
+    """Tables named by lookups that are not tableRef inputs of the App."""
+    tables = {i.name for i in spec.inputs if i.table_ref is not None}
+    return [
+        lookup.table
+        for item in spec.inputs
+        for lookup in item.lookups or ()
+        if lookup.table not in tables
+    ]
+
+
+LOOKUPS_NAME_TABLE_INPUTS = rules.Rule(
+    rule="self.inputs.all(i, !has(i.lookups) || i.lookups.all(l, "
+    "self.inputs.exists(t, t.name == l.table && has(t.tableRef))))",
+    message="lookups[].table must name a tableRef input of this App: add the Table as an input "
+    "(tableRef), and name that input",
+    field_path=".inputs",
+    check=lambda spec: not _lookups_not_of_tables(spec),
+)
+
+
 class AppSpec(objects.WireModel):
     """The streaming job: inputs, pipeline, outputs, and how it runs."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (LOOKUPS_NAME_TABLE_INPUTS,)
 
     image: Annotated[str, Field(min_length=1, max_length=1024)] = Field(
         description="Container image of the Spark driver and executors (with Rillet's runtime "

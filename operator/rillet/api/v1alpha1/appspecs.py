@@ -54,6 +54,27 @@ class EventTime(objects.WireModel):
     )
 
 
+class Lookup(objects.WireModel):
+    """A Table each record of a topic input looks up by key, as a left join kept up to date.
+
+    The input's view gains a column named after the Table's input: a struct of the Table's value
+    columns (its value, for string and bytes Tables), NULL when the Table holds no such key. Each
+    executor keeps the Table in a local store and reads only its changes before each batch, so a
+    batch costs what its records cost, however large the Table is; a batch sees every update of
+    the Table written before it started (docs/tables.md, "Lookups").
+    """
+
+    table: fields.SqlIdentifier = Field(
+        description="The name of a tableRef input of this App: the Table looked up, and the "
+        "name of the view's new column. The Table may not be windowed.",
+    )
+    # Not `on`: YAML 1.1 (PyYAML, kubectl's parser) reads an unquoted `on:` key as true.
+    key_columns: Annotated[list[fields.ColumnName], Field(min_length=1, max_length=32)] = Field(
+        description="Columns of this input that hold the Table's key, named as its key columns "
+        "and in their order (like SQL's JOIN ... USING): one column for a string or bytes key.",
+    )
+
+
 class Input(objects.WireModel):
     """A Kafka topic or Table the pipeline reads, exposed to it as a view named `name`.
 
@@ -96,6 +117,13 @@ class Input(objects.WireModel):
             check=lambda i: (
                 i.table_ref is None or (i.event_time is None and i.max_offsets_per_trigger is None)
             ),
+        ),
+        rules.Rule(
+            rule="!has(self.tableRef) || !has(self.lookups)",
+            message="lookups apply to topic inputs (the records that look a Table up): move them "
+            "to the topic input whose records hold the key",
+            field_path=".lookups",
+            check=lambda i: i.table_ref is None or i.lookups is None,
         ),
     )
 
@@ -142,6 +170,11 @@ class Input(objects.WireModel):
         "partitions by lag: a backlog is worked off in batches of this size (steady "
         "latency, work for executors added meanwhile) instead of one batch of it all. "
         "Absent: all that is available.",
+    )
+    lookups: Annotated[list[Lookup], Field(min_length=1, max_length=8)] | None = Field(
+        default=None,
+        description="Tables each record of this topic input looks up by key: a left join that "
+        "costs no rescan of the Table per batch (a JOIN in the SQL does: docs/tables.md).",
     )
 
 

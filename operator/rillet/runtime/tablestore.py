@@ -1,4 +1,7 @@
-"""A served Table's local store: the latest value of each key of its topic, in SQLite.
+"""A Table's local store: the latest value of each key of its topic, in SQLite.
+
+Two readers keep one: a Table's server (`rillet.serving`), and each Python worker of an App that
+looks a Table up (`runtime.lookups`).
 
 The store holds what compaction converges to, as `rillet table get` computes it: per key, the
 newest record (by offset within a partition, by timestamp across partitions); a tombstone
@@ -53,6 +56,8 @@ ON CONFLICT (key) DO UPDATE SET
     offset = excluded.offset, timestamp = excluded.timestamp
 WHERE {_KEPT_IS_OLDER}
 """
+# Below SQLite's oldest limit on the parameters of one statement (999).
+_KEYS_PER_QUERY = 900
 _SIMPLE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -118,6 +123,24 @@ class TableStore:
             .fetchone()
         )
         return None if row is None else bytes(row[0])
+
+    def get_many(self, keys: Iterable[bytes]) -> dict[bytes, bytes]:
+        """The value of each of `keys` the store holds (absent and tombstoned keys left out).
+
+        One query per chunk of keys: a query per key costs more than the lookup itself.
+        """
+        wanted = list(dict.fromkeys(keys))
+        found: dict[bytes, bytes] = {}
+        reader = self.reader()
+        for start in range(0, len(wanted), _KEYS_PER_QUERY):
+            chunk = wanted[start : start + _KEYS_PER_QUERY]
+            marks = ", ".join("?" * len(chunk))
+            rows = reader.execute(
+                f"SELECT key, value FROM entries WHERE key IN ({marks}) AND value IS NOT NULL",
+                chunk,
+            )
+            found.update((bytes(key), bytes(value)) for key, value in rows)
+        return found
 
     def lookup(self, wanted: str) -> list[tuple[bytes, bytes]]:
         """(key, value) of every key matching `wanted`, as `rillet table get` matches: exact

@@ -1,4 +1,4 @@
-"""The Table server's store holds what `rillet table get` computes from the same records.
+"""A Table's local store holds what `rillet table get` computes from the same records.
 
 Test plan:
 - random records (keys moving across partitions, tombstones, key-less records, arrival out of
@@ -10,7 +10,8 @@ Test plan:
 - lookups match as `rillet table get` does: json keys as JSON values (other spacing finds the
   key), a partial object finds every window of its group, string keys exactly;
 - prefix reads return keys in order, bounded by the limit, including prefixes ending in 0xff;
-- a reader on another thread sees committed writes.
+- a reader on another thread sees committed writes;
+- many keys at once (a lookup's batch, more than one query's worth) find what single reads find.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from rillet.api.v1alpha1 import fields
 from rillet.runtime import tables
-from rillet.serving.store import TableStore
+from rillet.runtime.tablestore import TableStore
 
 
 def _entry(
@@ -166,3 +167,16 @@ def test_a_reader_on_another_thread_sees_committed_writes(tmp_path: Path) -> Non
     other.join()
 
     assert seen == [b"1", b"2"]
+
+
+def test_many_keys_at_once_find_what_single_reads_find(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.apply([_entry(f"k{n}", f"v{n}", n % 3, n) for n in range(2_500)])
+    store.apply([_entry("k7", None, 7 % 3, 10_000)])  # a tombstone
+    wanted = [f"k{n}".encode() for n in range(0, 3_000, 3)] + [b"k7", b"k7", b"nope"]
+
+    found = store.get_many(wanted)
+
+    assert found == {k: v for k in wanted if (v := store.get(k)) is not None}
+    assert len(found) == 834  # k0, k3, ... k2499 but the tombstoned k7 and those never written
+    assert b"k7" not in found
