@@ -169,9 +169,8 @@ def app_spec(bootstrap: str, way: str, topics: dict[str, str]) -> apprun.RunSpec
 def run(spark: Any, bootstrap: str, way: str, topics: dict[str, str]) -> list[float]:
     """Seconds of each batch of the App, the `way` given, in batch order."""
     enriched = f"bench-joins-out-{uuid.uuid4().hex[:6]}"
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(enriched, PARTITIONS, 1)]
-    )[enriched].result(timeout=60)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the topic is made
+    admin.create_topics([NewTopic(enriched, PARTITIONS, 1)])[enriched].result(timeout=60)
     spec = app_spec(bootstrap, way, {**topics, "enriched": enriched})
     batches: list[progress.BatchProgress] = []
     driver = driving.Driver(spark, spec, on_batch=[batches.append])
