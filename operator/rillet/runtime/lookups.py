@@ -80,6 +80,8 @@ class TableReplica:
                 "group.id": f"rillet.lookup.{source.topic}",
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
+                # A task waits for its reads: answer a fetch as soon as there is anything.
+                "fetch.wait.max.ms": 10,
                 "log_level": 3,
             }
         )
@@ -102,6 +104,9 @@ class TableReplica:
         read = 0
         while remaining := self._remaining(targets):
             read += self._read(min(remaining, READ_CHUNK), None if pin is None else targets)
+        # No fetching between tasks: a fetch waiting at the broker would hold up the next
+        # task's watermark requests behind it (one request at a time per connection).
+        self._consumer.pause([TopicPartition(self.topic, p) for p in sorted(self._assigned)])
         return read
 
     def lookup(self, keys: list[bytes | None]) -> list[bytes | None]:
@@ -135,7 +140,7 @@ class TableReplica:
                 [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in new]
             )
             self._assigned.update(new)
-        # Partitions paused at their pin by the last catch-up read on to the next.
+        # Every partition was paused at the end of the last catch-up (some at their pins).
         self._consumer.resume([TopicPartition(self.topic, p) for p in sorted(self._assigned)])
 
     def _positions(self, partitions: Iterable[int]) -> dict[int, int]:
