@@ -10,7 +10,9 @@ the node's address; an operator with the admin's credentials and `kafka.appPrinc
   the App is Stalled (KafkaAccessDenied) naming its principal and the topic; given the Topic
   as its input instead (a changed spec), it is granted it and becomes Ready, and its
   exactly-once output holds each line written after that once for a read_committed consumer
-  (its executors' transactions, as its principal);
+  (its executors' transactions, as its principal); each line carries its count in the word
+  count's Table, which the changed spec looks up (`lookups`: executors reading the Table and
+  the driver pinning it, as its principal);
 - no generated password appears in the operator's log, the pods' logs, the pod specs, the
   ConfigMaps, the Apps' status, the Events or the Spark UI's environment and SQL plans;
 - once the App is deleted its user no longer logs in, and no ACL of it is left.
@@ -25,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
@@ -243,20 +245,50 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     # driver starts, and runs.
     # Its output is exactly-once: its executors write in transactions as its principal. (Its
     # checkpoint starts at the end the refused run planned: lines written from now on.)
-    own_input = {"name": "stolen", "topicRef": {"name": lines}, "format": "string"}
-    patch = json.dumps({"spec": {"inputs": [own_input]}})
+    # It also looks each line up in the word count's Table (a lookup: its executors read the
+    # Table's topic, and its driver pins it in a group of its own, as its principal).
+    own_input = {
+        "name": "stolen",
+        "topicRef": {"name": lines},
+        "format": "string",
+        "lookups": [{"table": "counts", "keyColumns": ["value"]}],
+    }
+    spec = {
+        "inputs": [own_input, {"name": "counts", "tableRef": {"name": counts}}],
+        "pipeline": {"sql": "SELECT value, counts.count AS count FROM stolen"},
+    }
+    patch = json.dumps({"spec": spec})
     kube.kubectl("patch", "app", intruder, "-n", namespace, "--type=merge", "-p", patch)
     wait_condition(kube, "app", intruder, namespace, timeout=300)
     granted = _acls(admin, f"rillet.{namespace}.{intruder}")
     assert ("TOPIC", lines, "LITERAL", "READ") in granted
+    assert ("TOPIC", counts, "LITERAL", "READ") in granted
     assert ("TOPIC", f"{intruder}-out", "LITERAL", "READ") in granted  # its markers
     produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
+    # Lines that are a word as the Table keys it (lowercase), after the counts above are in.
+    producer = Producer({**admin_config, "bootstrap.servers": cluster.bootstrap})
+    for _ in range(5):
+        producer.produce(lines, value=b"kafka")
+    assert producer.flush(30) == 0
     wait_for(
-        lambda: _committed_records(cluster, f"{intruder}-out") == 2_000,
+        lambda: _committed_records(cluster, f"{intruder}-out") == 2_005,
         timeout=300,
         interval=3,
-        what="the intruder's 2,000 copies, read_committed",
+        what="the intruder's 2,005 copies, read_committed",
     )
+    looked_up = [
+        json.loads(entry.value or b"{}")
+        for entry in tables.read_changelog(
+            bootstrap_servers=cluster.bootstrap,
+            topic=f"{intruder}-out",
+            kafka_config=admin_config,
+        )
+    ]
+    # At least the count the Table held before these lines (the word count reads them too).
+    kafka = [row["count"] for row in looked_up if row["value"] == "kafka"]
+    assert len(kafka) == 5
+    assert all(isinstance(n, int) and n >= truth["kafka"] > 0 for n in kafka), kafka
+    assert all(row["count"] is None for row in looked_up if row["value"] != "kafka")
 
     assert _logs_in(cluster, user, passwords[0])
     kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", timeout=120)

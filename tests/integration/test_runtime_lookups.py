@@ -184,7 +184,10 @@ def test_a_replica_reads_up_to_each_pin_exactly(
     rt.create_topics(kafka_admin, [NewTopic(topic, 2, 1, config={"cleanup.policy": "compact"})])
     rt.produce(kafka_bootstrap, topic, [(f"k{n}", f"v{n}") for n in range(10)], partitions=2)
     source = lookups.TableSource(
-        config={"bootstrap.servers": kafka_bootstrap}, topic=topic, key_format="string"
+        config={"bootstrap.servers": kafka_bootstrap},
+        topic=topic,
+        key_format="string",
+        group=f"{kafka_prefix}.lookups",
     )
     replica = lookups.TableReplica(source, tmp_path)
     keys: list[bytes | None] = [f"k{n}".encode() for n in range(10)]

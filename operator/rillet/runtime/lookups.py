@@ -60,6 +60,7 @@ class TableSource:
     config: dict[str, Any] = dataclasses.field(repr=False)  # librdkafka settings, with login
     topic: str
     key_format: fields.Format
+    group: str  # never joined nor committed to, but a consumer needs one (under the App's prefix)
 
     @property
     def identity(self) -> tuple[str, str]:
@@ -76,8 +77,9 @@ class TableReplica:
         self._consumer = Consumer(
             {
                 **source.config,
-                # Required to consume; the replica assigns partitions itself and never commits.
-                "group.id": f"rillet.lookup.{source.topic}",
+                # The replica assigns partitions itself and never commits, but librdkafka still
+                # looks the group's coordinator up: the App's principal must be allowed it.
+                "group.id": source.group,
                 "enable.auto.commit": False,
                 "enable.partition.eof": False,
                 # A task waits for its reads: answer a fetch as soon as there is anything.
@@ -296,6 +298,7 @@ def with_lookup(
         config={**spec.kafka_config, "bootstrap.servers": spec.bootstrap_servers},
         topic=table.topic,
         key_format=table.key_format,
+        group=f"{spec.consumer_group}.lookups",
     )
     look_up: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] = functools.partial(
         _look_up, source=source, key_column=key_column, value_column=value_column
