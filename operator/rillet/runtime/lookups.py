@@ -5,9 +5,11 @@ micro-batch, so a batch costs time in proportion to the Table (reading.py). A lo
 
 - each Python worker keeps a replica of the Table in a local SQLite store (`TableStore`, the
   one a Table's server keeps), in the executor's local directory;
-- at the start of each task the replica reads the Table's topic up to the high watermarks it
-  has then, so a batch sees every update written before it started (a record in the same batch
-  included) and reads only what changed since the worker's last task;
+- at the start of each task the replica reads the Table's topic up to the offsets the driver
+  pinned for the batch just before it ran (pinning.py; without pins, in real-time mode, up to
+  where the topic ends then). So a batch sees every update written before it started (a record
+  in the same batch interval included), a replayed batch sees what its first run saw, and a
+  task reads only what changed since its worker's last one;
 - the task looks up the keys of its records in the store, a chunk of keys per query, and adds
   the values as a BINARY column that Spark then decodes as the Table input's view does.
 
@@ -17,7 +19,7 @@ be its own topic's key, so any task may need any partition of the Table. Records
 partition's log start are dropped from the store, as `rillet table get` drops them.
 
 The store is a cache of the topic, the source of truth: a killed driver or lost executor loses
-nothing, and a replayed batch reads the Table again (as a JOIN's rescan would).
+nothing; a new worker reads the Table again.
 """
 
 from __future__ import annotations
