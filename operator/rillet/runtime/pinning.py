@@ -62,9 +62,9 @@ class LookupPins:
         return ends
 
     def _partitions(self) -> list[TopicPartition]:
-        metadata = self._admin.list_topics(timeout=TIMEOUT_SECONDS)
         found = []
-        for topic in self.topics:
+        for topic in self.topics:  # each on its own: a cluster may hold thousands of topics
+            metadata = self._admin.list_topics(topic, timeout=TIMEOUT_SECONDS)
             described = metadata.topics.get(topic)
             if described is None or described.error is not None:
                 raise KafkaException(f"Table topic {topic} is not there to look up")

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from typing import Any, Final
 
 import pyarrow as pa
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 
@@ -182,7 +182,10 @@ def _write_unit(
             producer.abort_transaction(5)
         raise
     finally:
-        producer.flush(5)
+        # After a commit everything is delivered already. After a failure (a fenced producer)
+        # what is left cannot be, and a flush timing out must not hide why the write failed.
+        with contextlib.suppress(KafkaException):
+            producer.flush(5)
 
 
 def _write_arrow_unit(
