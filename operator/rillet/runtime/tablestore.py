@@ -1,6 +1,6 @@
 """A Table's local store: the latest value of each key of its topic, in SQLite.
 
-Two readers keep one: a Table's server (`rillet.serving`), and each Python worker of an App that
+Each Table server keeps one (`rillet.serving`), and so does each Python worker of an App that
 looks a Table up (`runtime.lookups`).
 
 The store holds what compaction converges to, as `rillet table get` computes it: per key, the
