@@ -183,15 +183,7 @@ class TableReplica:
             if limits is not None and offset >= limits.get(partition, 0):
                 overshot[partition] = limits.get(partition, 0)
                 continue
-            entries.append(
-                tables.Entry(
-                    key=message.key(),
-                    value=message.value(),
-                    partition=partition,
-                    offset=offset,
-                    timestamp=message.timestamp()[1],
-                )
-            )
+            entries.append(tables.entry_of(message))
         self.store.apply(entries)
         for partition, limit in overshot.items():
             self._consumer.seek(TopicPartition(self.topic, partition, limit))

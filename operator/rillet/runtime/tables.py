@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from rillet.api.v1alpha1 import fields
 
@@ -187,6 +187,17 @@ def _read_all(consumer: Consumer, topic: str, *, deadline: float) -> list[Entry]
     return entries
 
 
+def entry_of(message: Message) -> Entry:
+    """A consumed record as an Entry (a message without error)."""
+    return Entry(
+        key=message.key(),
+        value=message.value(),
+        partition=message.partition() or 0,
+        offset=message.offset() or 0,
+        timestamp=message.timestamp()[1],
+    )
+
+
 def _consume(consumer: Consumer) -> list[Entry]:
     """The records one poll brings (up to 10,000, waiting at most half a second)."""
     entries = []
@@ -194,13 +205,5 @@ def _consume(consumer: Consumer) -> list[Entry]:
         error = message.error()
         if error is not None:
             raise KafkaException(error)
-        entries.append(
-            Entry(
-                key=message.key(),
-                value=message.value(),
-                partition=message.partition() or 0,
-                offset=message.offset() or 0,
-                timestamp=message.timestamp()[1],
-            )
-        )
+        entries.append(entry_of(message))
     return entries

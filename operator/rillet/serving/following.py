@@ -143,15 +143,7 @@ class TableFollower(threading.Thread):
                 if error.code() != KafkaError._PARTITION_EOF:
                     log.warning("reading %s: %s", self.topic, error)
                 continue
-            entries.append(
-                tables.Entry(
-                    key=message.key(),
-                    value=message.value(),
-                    partition=message.partition() or 0,
-                    offset=message.offset() or 0,
-                    timestamp=message.timestamp()[1],
-                )
-            )
+            entries.append(tables.entry_of(message))
         if entries:
             self.store.apply(entries)
         if not self.caught_up.is_set():
