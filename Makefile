@@ -9,6 +9,11 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test lint unit integration test-repeat stack down crds clean
 
+# Two xdist workers: most integration tests wait on Kafka, the API server or pods, so a second
+# worker uses the CPU the first leaves idle. The tests that run pods on the node form one group,
+# run by one worker at a time (tests/conftest.py).
+PARALLEL := -n 2 --dist loadgroup
+
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
@@ -37,18 +42,18 @@ unit: setup
 	$(BIN)/pytest -m unit
 
 integration: setup
-	$(BIN)/pytest -m integration
+	$(BIN)/pytest -m integration $(PARALLEL)
 
 # The flakiness gate, run before any change to tests/ or the stack is submitted: the integration
 # suite twice on one stack (started once, or the running one), each run in a new random order
 # (pytest-randomly prints the seed; `--randomly-seed=N` replays an order). Each run fails on
 # anything its tests left behind (the session check in tests/integration/conftest.py).
 test-repeat: stack
-	$(BIN)/pytest -m integration
-	$(BIN)/pytest -m integration
+	$(BIN)/pytest -m integration $(PARALLEL)
+	$(BIN)/pytest -m integration $(PARALLEL)
 
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
 
 crds: setup
 	$(BIN)/rillet crds generate

@@ -1,12 +1,33 @@
-"""Shared test configuration: every test is marked unit or integration by its folder."""
+"""Shared test configuration: every test is marked unit or integration by its folder; the tests
+that run pods on the stack's node share one xdist group (they run one after another); and, when
+the suite runs on xdist workers, the controller stops a stack the run started once every worker
+is done (a worker that started it cannot: the others still use it).
+
+Figures that tests measure travel in their reports' user properties, and are printed at the end
+of the run by whichever process prints its summary (the controller's, under xdist).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from rillet.devstack import stack as devstack
+
 TESTS = Path(__file__).parent
+MEASUREMENT = "measurement"
+# The fixtures of tests that run pods on the node. Its two CPUs are requested by one App's driver
+# and executors at a time: two such tests at once would leave executors Pending.
+NODE_FIXTURES = {"runtime_image", "operator_image"}
+# Set by an xdist controller that found no stack running, for its workers (which inherit it).
+_CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -14,3 +35,62 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder in ("unit", "integration"):
             item.add_marker(getattr(pytest.mark, folder))
+        if NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("node"))
+
+
+@contextlib.contextmanager
+def stack_start_lock() -> Iterator[None]:
+    """Held while a test process finds or starts the stack: two xdist workers never both start
+    one. (A file of its own: `rillet dev up` empties the stack's state directory.)"""
+    with open(Path(tempfile.gettempdir()) / "rillet-test-stack-start.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def controller_stops_the_stack() -> bool:
+    return os.environ.get(_CONTROLLER_STOPS) == "1"
+
+
+def stop_stack(state: devstack.StackState) -> list[str]:
+    """`rillet dev down`; what it left behind (nothing, when it cleaned up fully)."""
+    devstack.down()
+    return devstack.leftovers(state)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("dsession")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Runs before xdist starts its workers (its own hook is trylast): they inherit the variable.
+    if _is_xdist_controller(session.config) and devstack.running() is None:
+        os.environ[_CONTROLLER_STOPS] = "1"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not (_is_xdist_controller(session.config) and controller_stops_the_stack()):
+        return
+    state = devstack.load()
+    if state is None:  # no worker needed it (a unit run)
+        return
+    left = stop_stack(state)
+    if left:
+        message = f"`rillet dev down` left behind: {left}"
+        session.config.get_terminal_writer().line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    lines = [
+        f"{report.nodeid}: {text}"
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, text in getattr(report, "user_properties", ())
+        if name == MEASUREMENT
+    ]
+    if lines:
+        terminalreporter.write_sep("-", "measurements and notes")
+        for line in lines:
+            terminalreporter.write_line(line)

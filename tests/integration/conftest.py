@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ from rillet.devstack import hostcleanup, provisioning, tools
 from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
+from tests import conftest as shared
+from tests.conftest import MEASUREMENT
 
 from . import isolation
 
@@ -43,43 +46,38 @@ RILLET_KINDS = "topics.rillet.io,tables.rillet.io,apps.rillet.io"
 REPO = Path(__file__).resolve().parents[2]
 
 
-MEASUREMENTS: list[str] = []
-
-
 @pytest.fixture
 def measurement(request: pytest.FixtureRequest) -> Callable[[str], None]:
-    """Reports a figure the test measured in the session's summary (shown on success too)."""
+    """Reports a figure the test measured in the session's summary (shown on success too; it
+    travels with the test's report, so it reaches the summary from an xdist worker too)."""
 
     def report(text: str) -> None:
-        MEASUREMENTS.append(f"{request.node.nodeid}: {text}")
+        request.node.user_properties.append((MEASUREMENT, text))
 
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if MEASUREMENTS:
-        terminalreporter.write_sep("-", "measurements and notes")
-        for line in MEASUREMENTS:
-            terminalreporter.write_line(line)
-
-
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackState]:
-    """The stack; one this session started is stopped at the end, and must leave nothing
-    behind (no process, mount, bridge, iptables chain, changed sysctl or path of its node)."""
-    existing = devstack.running()
-    if existing is not None and existing.kafka_security is not None:
-        pytest.exit(
-            "the running stack's Kafka is on SASL_SSL; the suite's clients speak PLAINTEXT (its "
-            "security tests start secured brokers of their own): `rillet dev down` first",
-            returncode=2,
-        )
-    # A reused stack gets the images of the sources as they are (rebuilt only if changed).
-    state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
+    """The stack; one this run started is stopped at its end, and must leave nothing behind
+    (no process, mount, bridge, iptables chain, changed sysctl or path of its node).
+
+    Under xdist the first worker to need it starts it (the others wait, then reuse it) and the
+    controller stops it once every worker is done (tests/conftest.py)."""
+    with shared.stack_start_lock():
+        existing = devstack.running()
+        if existing is not None and existing.kafka_security is not None:
+            pytest.exit(
+                "the running stack's Kafka is on SASL_SSL; the suite's clients speak PLAINTEXT "
+                "(its security tests start secured brokers of their own): `rillet dev down` "
+                "first",
+                returncode=2,
+            )
+        # A reused stack gets the images of the sources as they are (rebuilt only if changed).
+        state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
     yield state
-    if existing is None:
-        devstack.down()
-        left = devstack.leftovers(state)
+    if existing is None and not shared.controller_stops_the_stack():
+        left = shared.stop_stack(state)
         assert not left, f"`rillet dev down` left behind: {left}"
 
 
@@ -132,9 +130,10 @@ def session_leftovers(stack: devstack.StackState) -> Iterator[None]:
     unsure = [item for item in left if isolation.PREFIX not in item]
     others = isolation.overlapping(started)
     if unsure and others:
-        MEASUREMENTS.append(
+        warnings.warn(
             f"left on the stack, by this session or by {', '.join(others)} that ran meanwhile "
-            f"(not failing): {', '.join(unsure)}"
+            f"(not failing): {', '.join(unsure)}",
+            stacklevel=1,
         )
         unsure = []
     problems = ours + unsure
