@@ -5,6 +5,7 @@ Test plan:
 - `rillet run` refuses to start without the connector jars, or with an App file it cannot
   resolve, saying what to do;
 - --conf pairs parse, and a local run binds Spark to 127.0.0.1;
+- a local master retries a failed task (local[N,4]), as Spark does on a cluster;
 - a finished batch sets the Prometheus series of offsets, lag, rates and dead letters.
 """
 
@@ -35,6 +36,21 @@ def test_importing_the_cli_does_not_import_pyspark() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "used"),
+    [
+        ("local", "local[1,4]"),
+        ("local[2]", "local[2,4]"),
+        ("local[*]", "local[*,4]"),
+        ("local[2,1]", "local[2,1]"),  # the user's own count of attempts stays
+        ("k8s://https://10.0.0.1:6443", "k8s://https://10.0.0.1:6443"),
+        ("spark://host:7077", "spark://host:7077"),
+    ],
+)
+def test_a_local_master_retries_failed_tasks_as_a_cluster_does(given: str, used: str) -> None:
+    assert commands.local_master_with_retries(given) == used
 
 
 def test_run_without_jars_says_where_they_come_from(monkeypatch: pytest.MonkeyPatch) -> None:

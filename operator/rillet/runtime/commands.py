@@ -19,6 +19,7 @@ import faulthandler
 import functools
 import logging
 import os
+import re
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -53,6 +54,26 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
             raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
         conf[key.strip()] = value
     return conf
+
+
+# A task that fails is tried this many times in all, as Spark does on a cluster
+# (spark.task.maxFailures), which local mode ignores: its master says it (local[N,F]), else 1.
+LOCAL_TASK_ATTEMPTS = 4
+_LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>[^,\]]+)\])?")
+
+
+def local_master_with_retries(master: str) -> str:
+    """`local` and `local[N]` given task retries (local[N,4]); any other master as it is.
+
+    Without them one failed task fails the query. One such failure, seen once on a loaded
+    machine: a restarted driver's exactly-once write unit "fenced by a newer instance" with
+    no other driver running (librdkafka issue 3928 reports producers fenced after their own
+    repeated InitProducerId). Its retry starts a new producer and reads the unit's marker
+    again, which is what happens on a cluster."""
+    found = _LOCAL_MASTER.fullmatch(master)
+    if found is None:
+        return master
+    return f"local[{found['threads'] or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
 def local_spark_conf(*, jars: list[str], master: str) -> dict[str, str]:
@@ -176,7 +197,7 @@ def run_app(
     from rillet.runtime import checkpoints, driving  # pyspark lives here: imported only to run
 
     options = driving.RunOptions(
-        master=master,
+        master=local_master_with_retries(master),
         spark_conf={
             **local_spark_conf(jars=jars.split(","), master=master),
             **parse_conf(conf or []),
