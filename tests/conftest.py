@@ -1,7 +1,8 @@
 """Shared test configuration: every test is marked unit or integration by its folder; the tests
 that run pods on the stack's node share one xdist group (they run one after another); and, when
-the suite runs on xdist workers, the controller stops a stack the run started once every worker
-is done (a worker that started it cannot: the others still use it).
+the suite runs on xdist workers, the controller starts the stack (unless one runs) before the
+workers start, and stops it once every worker is done (a worker could not: the others still
+use it).
 
 Figures that tests measure travel in their reports' user properties, and are printed at the end
 of the run by whichever process prints its summary (the controller's, under xdist).
@@ -12,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,10 +65,29 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
     return config.pluginmanager.has_plugin("dsession")
 
 
+def _runs_integration_tests(config: pytest.Config) -> bool:
+    if config.option.markexpr.strip() == "unit":
+        return False
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args]
+    return any(not path.is_relative_to(TESTS / "unit") for path in paths)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # Runs before xdist starts its workers (its own hook is trylast): they inherit the variable.
-    if _is_xdist_controller(session.config) and devstack.running() is None:
-        os.environ[_CONTROLLER_STOPS] = "1"
+    """An xdist controller starts the stack its integration tests need, showing each step as
+    `rillet dev up` does (a cold machine builds for many minutes), and stops it at the end.
+    It runs before xdist starts its workers (xdist's own hook is trylast): they find the stack
+    running, and inherit the variable that tells them not to stop it."""
+    config = session.config
+    if not _is_xdist_controller(config) or devstack.running() is not None:
+        return
+    if not _runs_integration_tests(config):
+        return
+    os.environ[_CONTROLLER_STOPS] = "1"
+    capture = config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        started = subprocess.run([sys.executable, "-m", "rillet.cli", "dev", "up"], check=False)
+    if started.returncode != 0:
+        pytest.exit("`rillet dev up` failed (above)", returncode=pytest.ExitCode.INTERNAL_ERROR)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
