@@ -331,7 +331,8 @@ def _copy_maven_dependencies(
 
 
 def fetch_kafka(scratch: Path, target: Path, progress: Progress) -> None:
-    """The Kafka broker, its tools and a log4j2 binding (not in Kafka's POM)."""
+    """The Kafka broker, its tools and a log4j2 binding with the SLF4J API it binds (neither
+    in Kafka's POM)."""
     kafka, log4j = versions.KAFKA, versions.LOG4J
     _copy_maven_dependencies(
         scratch,
@@ -342,6 +343,7 @@ def fetch_kafka(scratch: Path, target: Path, progress: Progress) -> None:
             ("org.apache.logging.log4j", "log4j-api", log4j),
             ("org.apache.logging.log4j", "log4j-core", log4j),
             ("org.apache.logging.log4j", "log4j-slf4j2-impl", log4j),
+            ("org.slf4j", "slf4j-api", versions.SLF4J),
         ],
     )
 
@@ -432,7 +434,7 @@ LOCAL_PATH = Artefact(
     ("go",),
     build_local_path_provisioner,
 )
-KAFKA = Artefact("kafka", versions.KAFKA, ("mvn", "java"), fetch_kafka)
+KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
 SPARK_CLASSES = Artefact("spark-classes", versions.SPARK, ("java",), build_spark_classes)

@@ -11,6 +11,9 @@ ETCD = "3.6.6"
 HELM = "3.21.4"
 KAFKA = "4.1.1"
 LOG4J = "2.24.3"
+# The API log4j-slf4j2-impl binds: Kafka's POM names slf4j-api 1.7, which binds nothing (the
+# broker then logged nothing at all: SLF4J's "Defaulting to no-operation (NOP) logger").
+SLF4J = "2.0.16"
 
 # pyspark on PyPI and the connector on Maven Central must be the same Spark release.
 SPARK = "4.2.0"
