@@ -232,7 +232,12 @@ def test_config_drift_in_kafka_is_reverted_within_a_resync(
         timeout=15,
         what="drift reverted by a resync",
     )
-    assert "DriftCorrected" in {e["reason"] for e in events(kube, namespace, name)}
+    # The Event is posted after the correction, and may show a moment later.
+    wait_for(
+        lambda: "DriftCorrected" in {e["reason"] for e in events(kube, namespace, name)},
+        timeout=15,
+        what="a DriftCorrected Event",
+    )
 
 
 def test_topic_deleted_out_of_band_is_recreated(
