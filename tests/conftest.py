@@ -94,7 +94,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not (_is_xdist_controller(session.config) and controller_stops_the_stack()):
         return
     state = devstack.load()
-    if state is None:  # no worker needed it (a unit run)
+    if state is None:  # its `rillet dev up` failed before recording one
         return
     left = stop_stack(state)
     if left:
