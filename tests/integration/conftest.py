@@ -35,7 +35,6 @@ from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
 from tests import conftest as shared
-from tests.conftest import MEASUREMENT
 
 from . import isolation
 
@@ -52,7 +51,7 @@ def measurement(request: pytest.FixtureRequest) -> Callable[[str], None]:
     travels with the test's report, so it reaches the summary from an xdist worker too)."""
 
     def report(text: str) -> None:
-        request.node.user_properties.append((MEASUREMENT, text))
+        request.node.user_properties.append((shared.MEASUREMENT, text))
 
     return report
 
@@ -62,8 +61,9 @@ def stack() -> Iterator[devstack.StackState]:
     """The stack; one this run started is stopped at its end, and must leave nothing behind
     (no process, mount, bridge, iptables chain, changed sysctl or path of its node).
 
-    Under xdist the first worker to need it starts it (the others wait, then reuse it) and the
-    controller stops it once every worker is done (tests/conftest.py)."""
+    Under xdist the controller starts it before the workers and stops it once every worker is
+    done (tests/conftest.py); a worker that finds none running (it stopped meanwhile) starts
+    one under a lock, so that the other worker waits and reuses it."""
     with shared.stack_start_lock():
         existing = devstack.running()
         if existing is not None and existing.kafka_security is not None:
