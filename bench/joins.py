@@ -38,7 +38,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from rillet.devstack import spark as devspark
 from rillet.devstack import stack as devstack
 from rillet.reconcile import apprun
-from rillet.runtime import commands, driving, progress
+from rillet.runtime import commands, driving, progress, watermarks
 
 SIZES = (10_000, 1_000_000)
 PARTITIONS = 6
@@ -129,8 +129,7 @@ def check_output(bootstrap: str, topic: str) -> None:
     )
     ends = {}
     for partition in range(PARTITIONS):
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-        ends[partition] = high
+        ends[partition] = watermarks.watermarks(consumer, topic, partition, timeout=30)[1]
     consumer.assign([TopicPartition(topic, p, 0) for p in ends if ends[p] > 0])
     rows, wrong, done = 0, 0, {p for p, end in ends.items() if end == 0}
     while len(done) < PARTITIONS:

@@ -32,7 +32,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from rillet.devstack import spark as devspark
 from rillet.reconcile import apprun
-from rillet.runtime import commands, driving, listening, tables
+from rillet.runtime import commands, driving, listening, tables, watermarks
 from tests.integration.polling import wait_for
 
 REPO = Path(__file__).parents[2]
@@ -126,10 +126,7 @@ def headers_of(
     )
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
+        ends = {p: watermarks.watermarks(consumer, topic, p, timeout=10)[1] for p in partitions}
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         found: list[tuple[bytes | None, dict[str, str]]] = []
         deadline = time.monotonic() + timeout
@@ -162,10 +159,7 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"test.{uuid.uuid4().hex}"})
     try:
         partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        return {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in partitions
-        }
+        return {p: watermarks.watermarks(consumer, topic, p, timeout=10)[1] for p in partitions}
     finally:
         consumer.close()
 

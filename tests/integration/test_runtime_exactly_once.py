@@ -35,9 +35,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from rillet.runtime import watermarks
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
@@ -140,10 +141,7 @@ def _end_offsets(bootstrap: str, topic: str, isolation: str) -> list[int]:
         }
     )
     try:
-        return [
-            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-            for p in range(PARTITIONS)
-        ]
+        return [watermarks.watermarks(consumer, topic, p, timeout=10)[1] for p in range(PARTITIONS)]
     finally:
         consumer.close()
 

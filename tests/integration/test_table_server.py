@@ -31,6 +31,7 @@ from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartit
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.devstack import processes
+from rillet.runtime import watermarks
 
 from .polling import wait_for
 
@@ -234,7 +235,6 @@ def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
     """A partition's low and high watermarks."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "rillet-test-watermarks"})
     try:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
-        return int(low), int(high)
+        return watermarks.watermarks(consumer, topic, partition, timeout=10)
     finally:
         consumer.close()

@@ -21,10 +21,11 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from rillet.reconcile import apprun, checkpointloss
+from rillet.runtime import watermarks
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession
@@ -148,8 +149,6 @@ def _watermarks(consumer: Consumer, topic: str) -> Mapping[int, tuple[int, int]]
     if metadata is None or metadata.error is not None:
         raise LookupError(f"topic {topic} not found")
     return {
-        partition: consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=TIMEOUT_SECONDS
-        )
+        partition: watermarks.watermarks(consumer, topic, partition, timeout=TIMEOUT_SECONDS)
         for partition in metadata.partitions
     }

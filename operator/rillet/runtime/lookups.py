@@ -44,7 +44,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rillet.api.v1alpha1 import fields
 from rillet.reconcile import apprun
-from rillet.runtime import pinning, records, tables
+from rillet.runtime import pinning, records, tables, watermarks
 from rillet.runtime.tablestore import TableStore
 
 log = logging.getLogger(__name__)
@@ -131,10 +131,9 @@ class TableReplica:
             raise KafkaException(f"Table topic {self.topic}: {reason}")
         marks = {}
         for partition in sorted(described.partitions):
-            low, high = self._consumer.get_watermark_offsets(
-                TopicPartition(self.topic, partition), timeout=TIMEOUT_SECONDS, cached=False
+            marks[partition] = watermarks.watermarks(
+                self._consumer, self.topic, partition, timeout=TIMEOUT_SECONDS
             )
-            marks[partition] = (int(low), int(high))
         return marks
 
     def _assign(self, partitions: list[int]) -> None:

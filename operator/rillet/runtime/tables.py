@@ -22,6 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from rillet.api.v1alpha1 import fields
+from rillet.runtime import watermarks
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -170,7 +171,7 @@ def _read_all(consumer: Consumer, topic: str, *, deadline: float) -> list[Entry]
         raise LookupError(f"topic {topic} not found")
     ends: dict[int, int] = {}
     for partition in described.partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        low, high = watermarks.watermarks(consumer, topic, partition, timeout=10)
         if high > low:
             ends[partition] = high
     # Every partition, the empty ones too: a watch then sees their first records.

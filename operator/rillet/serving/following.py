@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from rillet.runtime import tables
+from rillet.runtime import tables, watermarks
 from rillet.runtime.tablestore import TableStore
 
 log = logging.getLogger(__name__)
@@ -122,10 +122,7 @@ class TableFollower(threading.Thread):
         return []
 
     def _watermarks(self, partition: int) -> tuple[int, int]:
-        low, high = self._consumer.get_watermark_offsets(
-            TopicPartition(self.topic, partition), timeout=10, cached=False
-        )
-        return int(low), int(high)
+        return watermarks.watermarks(self._consumer, self.topic, partition, timeout=10)
 
     def _assign(self, partitions: list[int]) -> None:
         new = [p for p in partitions if p not in self._assigned]
