@@ -47,6 +47,7 @@ import argparse
 import asyncio
 import copy
 import dataclasses
+import datetime
 import itertools
 import json
 import os
@@ -639,7 +640,7 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
     )
     samples: list[Sample] = []
     stop = threading.Event()
-    started = time.monotonic()
+    started, started_wall = time.monotonic(), time.time()
     sampler = threading.Thread(
         target=sample_spike, args=(b, way, started, samples, stop), daemon=True
     )
@@ -663,6 +664,7 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
         check_unwatched(b, way)
     dump = b.logs / f"spike-{app}.json"  # the samples, to look into a figure
     dump.write_text(json.dumps([dataclasses.asdict(s) for s in samples]))
+    print_task_timeline(b, way, started_wall, drained)
     inside = [s for s in samples if s.at <= SPIKE_WINDOW]
     series = tuple(s.running for s in inside)
     return SpikeResult(
@@ -673,6 +675,61 @@ def run_spike(b: Bench, way: Way, reader: LagReader, initial: int) -> SpikeResul
         scale_moves=count_moves(inside),
         series=series,
         requests=scaling.count_scale_events(s.requested for s in inside if s.requested is not None),
+    )
+
+
+def _spark_time(stamp: str) -> float:
+    """Epoch seconds of a time Spark's REST API gives ("2026-11-25T03:00:00.123GMT")."""
+    parsed = datetime.datetime.strptime(stamp.removesuffix("GMT"), "%Y-%m-%dT%H:%M:%S.%f")
+    return parsed.replace(tzinfo=datetime.UTC).timestamp()
+
+
+def print_task_timeline(b: Bench, way: Way, burst_wall: float, drained: float | None) -> None:
+    """Where the drain's seconds went, from the driver's REST API: when each executor was added
+    and when it first took a task after the burst, the burst batch's tasks per executor. Dumped
+    whole under the logs; a line printed."""
+    drivers = [p for p in pods_of(b.core, way.namespace, way.app, "driver") if p.status.pod_ip]
+    if not drivers:
+        return
+    base = f"http://{drivers[0].status.pod_ip}:{SPARK_UI_PORT}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=10) as response:
+            app_id = json.load(response)[0]["id"]
+        with urllib.request.urlopen(f"{base}/{app_id}/allexecutors", timeout=10) as response:
+            executors = json.load(response)
+        url = f"{base}/{app_id}/stages?details=true&status=complete"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            stages = json.load(response)
+    except OSError as error:
+        print(f"  {way.label}: no task timeline ({error})", flush=True)
+        return
+    end = burst_wall + (drained if drained is not None else SPIKE_WINDOW)
+    tasks = [
+        {
+            "executor": task["executorId"],
+            "launched": round(_spark_time(task["launchTime"]) - burst_wall, 1),
+            "seconds": round(task.get("duration", 0) / 1000, 1),
+            "stage": stage["stageId"],
+        }
+        for stage in stages
+        for task in (stage.get("tasks") or {}).values()
+        if burst_wall - 5 <= _spark_time(task["launchTime"]) <= end
+    ]
+    added = {
+        e["id"]: round(_spark_time(e["addTime"]) - burst_wall, 1)
+        for e in executors
+        if e["id"] != "driver" and _spark_time(e["addTime"]) >= burst_wall - 5
+    }
+    (b.logs / f"tasks-{way.app}.json").write_text(
+        json.dumps({"executorsAdded": added, "tasks": tasks}, indent=1)
+    )
+    longest = sorted(tasks, key=lambda task: -float(task["seconds"]))[: CAP * 2]
+    print(
+        f"  {way.label}: executors added at {sorted(added.values())} s; longest tasks "
+        + ", ".join(
+            f"exec {t['executor']} at {t['launched']} s for {t['seconds']} s" for t in longest
+        ),
+        flush=True,
     )
 
 

@@ -45,6 +45,10 @@ from tests.integration.polling import wait_for
 LINES = 20_000
 PARTITIONS = 4
 PER_BATCH = 500
+# The run to the end after the kills (or after the zombie's pause) replays the interrupted
+# batch as Spark logged it, then takes bigger batches: the guarantees are decided at the
+# replay, and fewer batches make the test shorter.
+FINAL_PER_BATCH = 5_000
 KILLS = 5
 
 MANIFEST = """
@@ -205,7 +209,7 @@ def test_sigkill_at_five_points_leaves_every_record_exactly_once(
     assert points[-1] < LINES, f"the last kill came after the end: {points}"
     assert inside >= 1, "no kill landed inside a transaction"
 
-    rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+    rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=FINAL_PER_BATCH)
 
     copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES, "a record is missing from the exactly-once copy"
@@ -289,7 +293,7 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
         tree = _process_tree(zombie.pid)
         try:
             (tmp_path / "driver.log").rename(zombie_log)
-            rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH)
+            rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=FINAL_PER_BATCH)
         finally:
             _signal_tree(zombie.pid, signal.SIGCONT)
         try:
