@@ -5,7 +5,9 @@ Test plan:
   cgroup v1, no image GC, no negative oom_score_adj, no masquerading, no sysctl changes);
 - the default StorageClass is local-path's and the only default;
 - teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
-  under the node's directories (deepest first, escaped paths decoded).
+  under the node's directories (deepest first, escaped paths decoded);
+- a new `up` empties the state directory but keeps containerd's image store, only when the
+  last `down` released it (no container left), and never the files CRI kept for sandboxes.
 """
 
 from __future__ import annotations
@@ -124,3 +126,42 @@ def test_only_packages_without_their_files_are_missing(tmp_path: Path) -> None:
     (tmp_path / "present").touch()
     wanted = {"here": str(tmp_path / "present"), "gone": str(tmp_path / "absent")}
     assert packages.missing_packages(wanted) == ["gone"]
+
+
+def _last_stack(root: Path, *, released: bool) -> node.NodeLayout:
+    """A state directory as a stack leaves it: etcd's data, an image, CRI's sandbox files."""
+    layout = node.NodeLayout(root / "node")
+    (root / "etcd").mkdir(parents=True)
+    (root / "etcd" / "db").write_text("cluster")
+    blob = layout.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
+    blob.parent.mkdir(parents=True)
+    blob.write_text("layer")
+    sandbox = layout.containerd_root / "io.containerd.grpc.v1.cri" / "sandboxes" / "s1" / "hosts"
+    sandbox.parent.mkdir(parents=True)
+    sandbox.write_text("10.0.0.1 pod")
+    if released:
+        layout.image_store_released.touch()
+    return layout
+
+
+def test_up_keeps_the_image_store_a_clean_down_released(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    layout = _last_stack(root, released=True)
+
+    node.empty_state_dir(root)
+
+    blob = layout.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
+    assert blob.read_text() == "layer"
+    assert not (layout.containerd_root / "io.containerd.grpc.v1.cri").exists()
+    assert not (root / "etcd").exists()
+    assert not layout.image_store_released.exists()  # reused once: the next down marks it again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_up_empties_an_image_store_no_down_released(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    _last_stack(root, released=False)
+
+    node.empty_state_dir(root)
+
+    assert not root.exists()

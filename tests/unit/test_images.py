@@ -11,7 +11,7 @@ Test plan:
   time; a failure ends the open span with the error.
 - the host's apt sources (deb822 and one-line) give the mirror and the image's sources.
 - the build mounts its trust, never pulls, and names the base explicitly.
-- `ctr images ls` is read back for the id label.
+- `ctr images ls` is read back for the id label, and for the older builds to remove.
 - the executor entrypoint assembles KubernetesExecutorBackend's command line from Spark's env.
 """
 
@@ -270,6 +270,24 @@ def test_containerd_listing_gives_the_imported_id() -> None:
     }
     assert images.containerd_labels(listing, "localhost/rillet/runtime:t") == {}
     assert images.containerd_labels(listing, "localhost/rillet/operator:t") is None
+
+
+def test_stale_images_are_every_other_build_under_its_name_and_its_cri_id() -> None:
+    manifest = "application/vnd.oci.image.manifest.v1+json"
+    listing = (
+        "REF TYPE DIGEST SIZE PLATFORMS LABELS\n"
+        f"localhost/rillet/pause:3.10 {manifest} sha256:p 300.0 KiB linux/amd64 -\n"
+        f"localhost/rillet/runtime:new {manifest} sha256:n 1.0 GiB linux/amd64 -\n"
+        f"localhost/rillet/runtime:old {manifest} sha256:o 1.0 GiB linux/amd64 -\n"
+        f"sha256:1d0fnew {manifest} sha256:n 1.0 GiB linux/amd64 io.cri-containerd.image=managed\n"
+        f"sha256:1d0f0ld {manifest} sha256:o 1.0 GiB linux/amd64 io.cri-containerd.image=managed\n"
+    )
+    keep = ["localhost/rillet/pause:3.10", "localhost/rillet/runtime:new"]
+    assert images.stale_image_refs(listing, keep) == [
+        "localhost/rillet/runtime:old",
+        "sha256:1d0f0ld",
+    ]
+    assert images.stale_image_refs(listing.splitlines()[0], keep) == []
 
 
 def test_executor_entrypoint_assembles_the_backend_command(tmp_path: Path) -> None:

@@ -739,6 +739,28 @@ def containerd_labels(listing: str, reference: str) -> dict[str, str] | None:
     return None
 
 
+def stale_image_refs(listing: str, keep: Iterable[str]) -> list[str]:
+    """The references of `ctr images ls` output that name none of the `keep` images: older
+    builds, under their names and under the `sha256:<id>` references CRI adds for each."""
+    rows = [line.split() for line in listing.splitlines()[1:] if line.strip()]
+    kept = set(keep)
+    kept_manifests = {row[2] for row in rows if row[0] in kept}
+    return [row[0] for row in rows if row[2] not in kept_manifests]
+
+
+def remove_stale_images(keep: Iterable[str], *, socket: Path | str) -> list[str]:
+    """Remove every image of the node's containerd but the `keep` ones (containerd frees their
+    content); the references removed. The image store outlives `down`, so each build of the
+    project's images would otherwise stay on disk, a GB each."""
+    listing = subprocess.run(
+        _ctr(socket, "images", "ls"), capture_output=True, text=True, check=True
+    ).stdout
+    stale = stale_image_refs(listing, keep)
+    if stale:
+        run_logged(_ctr(socket, "images", "rm", *stale), log=_log("import"))
+    return stale
+
+
 def import_into_containerd(image: str, *, socket: Path | str, report: Reporter = _quiet) -> bool:
     """Import a buildah image into containerd's k8s.io namespace (what kubelet sees).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -78,6 +79,17 @@ class NodeLayout:
         return self.containerd / "containerd.sock"
 
     @property
+    def containerd_root(self) -> Path:
+        """containerd's images, snapshots and metadata: kept from one `up` to the next when the
+        last `down` released it (`image_store_released`)."""
+        return self.containerd / "root"
+
+    @property
+    def image_store_released(self) -> Path:
+        """A marker: `down` removed every container, so the root holds images only."""
+        return self.containerd / "root-holds-images-only"
+
+    @property
     def cni_config(self) -> Path:
         return self.root / "cni" / "net.d"
 
@@ -110,7 +122,7 @@ def build_containerd_config(layout: NodeLayout, *, sandbox_image: str) -> str:
     """containerd's config.toml: its own root, state and socket; CRI with runc and our CNI."""
     c = layout.containerd
     return f"""version = 2
-root = "{c / "root"}"
+root = "{layout.containerd_root}"
 state = "{c / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", \
 "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
@@ -368,6 +380,40 @@ def start_containerd(layout: NodeLayout, *, sandbox_image: str, logs: Path) -> P
 
     processes.wait_ready(record, serving, timeout=60, what="serving")
     return record
+
+
+def release_image_store(layout: NodeLayout) -> bool:
+    """Remove every container of the node's containerd (their pods are gone, their tasks
+    ended), so that its root holds images only, and mark it reusable; False, unmarked, if a
+    container could not be removed (the next `up` then starts from an empty root)."""
+    base = ["ctr", "-a", str(layout.containerd_socket), "-n", "k8s.io", "containers"]
+    listed = subprocess.run([*base, "ls", "-q"], capture_output=True, text=True, timeout=60)
+    if listed.returncode != 0:
+        return False
+    ids = listed.stdout.split()
+    # Removing a container removes its snapshot too; a running one is refused.
+    if ids and subprocess.run([*base, "rm", *ids], capture_output=True, timeout=120).returncode:
+        return False
+    layout.image_store_released.touch()
+    return True
+
+
+def empty_state_dir(root: Path) -> None:
+    """Remove everything of the last stack under `root` (every `up` starts an empty cluster),
+    but the node's image store when the last `down` released it: importing the images into
+    containerd again takes most of a minute. The files CRI kept for the last run's sandboxes
+    go with the rest."""
+    layout = NodeLayout(root / "node")
+    if not layout.image_store_released.exists() or not layout.containerd_root.is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        return
+    aside = root.with_name(f"{root.name}.image-store")  # beside it: a rename, not a copy
+    shutil.rmtree(aside, ignore_errors=True)
+    layout.containerd_root.rename(aside)
+    shutil.rmtree(root, ignore_errors=True)
+    layout.containerd.mkdir(parents=True)
+    aside.rename(layout.containerd_root)
+    shutil.rmtree(layout.containerd_root / "io.containerd.grpc.v1.cri", ignore_errors=True)
 
 
 def write_node_kubeconfig(control: ControlPlaneLayout, layout: NodeLayout, *, server: str) -> Path:

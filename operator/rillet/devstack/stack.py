@@ -12,7 +12,6 @@ reuse a running stack and `rillet dev down` can stop it from another shell.
 from __future__ import annotations
 
 import contextlib
-import shutil
 import ssl
 import subprocess
 from collections.abc import Callable, Iterator
@@ -157,7 +156,7 @@ def up(
 
 def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
     root = paths.state_dir()
-    shutil.rmtree(root, ignore_errors=True)  # every `up` starts an empty cluster
+    node.empty_state_dir(root)
     layout = ControlPlaneLayout(root)
     address = node.NODE_ADDRESS if with_node else "127.0.0.1"
     state = StackState(
@@ -313,6 +312,9 @@ def _images(node_layout: node.NodeLayout, *, report: Reporter) -> dict[str, str]
     built = images.build_project_images(REPOSITORY, report=report)
     for image in built.values():
         images.import_into_containerd(image, socket=socket, report=report)
+    images.remove_stale_images(
+        [versions.PAUSE_IMAGE, versions.BASE_IMAGE, *built.values()], socket=socket
+    )
     return built
 
 
@@ -386,8 +388,12 @@ def _stop(state: StackState) -> list[str]:
         # No new pods may start while the running ones are taken down with their networks.
         stop("kube-scheduler")
         _delete_pods(state, ControlPlaneLayout(state.kubeconfig.parent))
-        for name in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner", "containerd"):
+        for name in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner"):
             stop(name)
+        containerd = by_name.get("containerd")
+        if containerd is not None and processes.is_alive(containerd):
+            node.release_image_store(node.NodeLayout(state.node.root))
+        stop("containerd")
     # Reverse start order for the rest: Kafka first, etcd last.
     for record in reversed(state.processes):
         stop(record.name)
