@@ -686,8 +686,8 @@ def _spark_time(stamp: str) -> float:
 
 def print_task_timeline(b: Bench, way: Way, burst_wall: float, drained: float | None) -> None:
     """Where the drain's seconds went, from the driver's REST API: when each executor was added
-    and when it first took a task after the burst, the burst batch's tasks per executor. Dumped
-    whole under the logs; a line printed."""
+    and the longest tasks between the burst and the drain (executor, launch, duration), all of
+    them dumped under the logs, the longest printed."""
     drivers = [p for p in pods_of(b.core, way.namespace, way.app, "driver") if p.status.pod_ip]
     if not drivers:
         return

@@ -3,7 +3,8 @@
 Test plan:
 - "not leader for partition" and "leader not available" (a broker restarting, a topic created a
   moment ago) are asked again until the leader answers;
-- any other error (here: authorization) fails the read at once, with Kafka's own error;
+- any other error (here: authorization, or a message without a Kafka error) fails the read at
+  once, as raised;
 - a leader that never settles fails the read after the settle time, with the last error.
 """
 
@@ -61,3 +62,10 @@ def test_a_leader_that_never_settles_fails_after_the_settle_time() -> None:
 
     assert raised.value.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION
     assert 1 < len(consumer.asked) < 1000
+
+
+def test_an_error_without_a_kafka_error_is_not_taken_for_a_moving_leader() -> None:
+    assert not watermarks.leadership_moving(KafkaException("Table topic t: not found"))
+    assert not watermarks.leadership_moving(KafkaException())
+    assert not watermarks.leadership_moving(TimeoutError())
+    assert watermarks.leadership_moving(KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE)))

@@ -35,7 +35,10 @@ class WatermarkSource(Protocol):
 
 def leadership_moving(error: BaseException) -> bool:
     """Whether a Kafka call failed because a partition's leader is moving or not yet known."""
-    return isinstance(error, KafkaException) and error.args[0].code() in LEADERSHIP_MOVING
+    if not isinstance(error, KafkaException) or not error.args:
+        return False
+    cause = error.args[0]  # a KafkaError, or a message where the raiser gave a string
+    return isinstance(cause, KafkaError) and cause.code() in LEADERSHIP_MOVING
 
 
 def watermarks(
