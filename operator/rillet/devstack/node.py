@@ -6,7 +6,8 @@ records it working on these machines. Pods reach the host on `NODE_ADDRESS`, an 
 otherwise empty bridge (the kernel here has no `dummy` link type): the apiserver and Kafka listen
 there, and so does CoreDNS, which is the cluster DNS kubelet hands to pods. The `build_*`
 functions are pure (configuration as text or objects); `start_*` start one component each and
-return once it serves. Teardown is `rillet.devstack.hostcleanup`'s.
+return once it serves. Teardown is `rillet.devstack.hostcleanup`'s; containerd's image store
+alone outlives it (`release_image_store`, `empty_state_dir`).
 """
 
 from __future__ import annotations
