@@ -388,12 +388,15 @@ def release_image_store(layout: NodeLayout) -> bool:
     ended), so that its root holds images only, and mark it reusable; False, unmarked, if a
     container could not be removed (the next `up` then starts from an empty root)."""
     base = ["ctr", "-a", str(layout.containerd_socket), "-n", "k8s.io", "containers"]
-    listed = subprocess.run([*base, "ls", "-q"], capture_output=True, text=True, timeout=60)
-    if listed.returncode != 0:
-        return False
-    ids = listed.stdout.split()
-    # Removing a container removes its snapshot too; a running one is refused.
-    if ids and subprocess.run([*base, "rm", *ids], capture_output=True, timeout=120).returncode:
+    try:  # never in the way of the teardown that follows
+        listed = subprocess.run([*base, "ls", "-q"], capture_output=True, text=True, timeout=60)
+        if listed.returncode != 0:
+            return False
+        ids = listed.stdout.split()
+        # Removing a container removes its snapshot too; a running one is refused.
+        if ids and subprocess.run([*base, "rm", *ids], capture_output=True, timeout=120).returncode:
+            return False
+    except (subprocess.TimeoutExpired, OSError):
         return False
     layout.image_store_released.touch()
     return True
