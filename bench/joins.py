@@ -187,7 +187,7 @@ def main() -> None:
     state = devstack.running() or devstack.up()
     bootstrap = state.kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    jars = [str(jar) for jar in devspark.connector_jars()]
+    jars = [str(jar) for jar in devspark.spark_jars()]
     master = "local[2]"
     spark = driving.build_session(
         app_spec(bootstrap, "lookup", {"events": "e", "users": "u", "enriched": "o"}),

@@ -180,7 +180,7 @@ def spark_worker(args: argparse.Namespace) -> None:
             "max_offsets_per_trigger": MAX_OFFSETS if catch_up else None,
         }
     )
-    jars = [str(jar) for jar in devspark.connector_jars()]
+    jars = [str(jar) for jar in devspark.spark_jars()]
     options = driving.RunOptions(
         master=args.master, spark_conf=commands.local_spark_conf(jars=jars, master=args.master)
     )
@@ -665,7 +665,7 @@ class DriverClock:
 
         self.checkpoint = checkpoint
         self.committed_before = self.last_commit()
-        jars = ",".join(str(jar) for jar in devspark.connector_jars())
+        jars = ",".join(str(jar) for jar in devspark.spark_jars())
         self.spawned = time.monotonic()
         self.log = log
         command = [sys.executable, "-m", "rillet.cli", "run", str(manifest), "-b", bootstrap]

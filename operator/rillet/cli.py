@@ -44,9 +44,9 @@ def _main(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand in RUNTIME_COMMANDS and not os.environ.get("RILLET_SPARK_JARS"):
         # Outside the runtime image, Spark's Kafka connector comes from the local stack's cache
         # (provisioned on first use). Only for the Spark commands: the others never need it.
-        from rillet.devstack.spark import connector_jars
+        from rillet.devstack.spark import spark_jars
 
-        os.environ["RILLET_SPARK_JARS"] = ",".join(str(jar) for jar in connector_jars())
+        os.environ["RILLET_SPARK_JARS"] = ",".join(str(jar) for jar in spark_jars())
     if ctx.invoked_subcommand == "run" and not os.environ.get("RILLET_SPARK_CLASS_ARCHIVE"):
         # Likewise the drivers' class archive, if `rillet dev up` made one.
         from rillet.devstack.spark import class_archive

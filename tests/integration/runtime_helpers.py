@@ -194,7 +194,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
 
 def spark_conf() -> dict[str, str]:
     """Spark settings of the tests' local session: the connector jars, no UI."""
-    jars = [str(jar) for jar in devspark.connector_jars()]
+    jars = [str(jar) for jar in devspark.spark_jars()]
     return commands.local_spark_conf(jars=jars, master="local[2]")
 
 
@@ -269,7 +269,7 @@ def running(
 
 
 def cli_env() -> dict[str, str]:
-    jars = ",".join(str(jar) for jar in devspark.connector_jars())
+    jars = ",".join(str(jar) for jar in devspark.spark_jars())
     return {**os.environ, commands.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
 
 

@@ -4,7 +4,8 @@ Test plan:
 - both Dockerfiles start `FROM ${BASE_IMAGE}` with the default the local stack builds
   (versions.BASE_IMAGE), install Debian's Python 3.11 (and OpenJDK 17 for the runtime), run as
   uid 10001 under tini, and install Rillet into the venv (with pyspark only in the runtime, at
-  pyproject's pin); the runtime's RILLET_SPARK_JARS lists exactly the connector jars.
+  pyproject's pin); the runtime's RILLET_SPARK_JARS lists exactly the connector jars and the
+  exactly-once writer's.
 - the content tag changes when any input (a source file, the Dockerfile, the base image id)
   changes and only then; generated files are no input.
 - buildah's STEP lines and debootstrap's stages become progress labels, one reporter span at a
@@ -28,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from rillet.devstack import images, provisioning, versions
+from rillet.runtime import jvm
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR = (REPO / "images/operator/Dockerfile").read_text()
@@ -62,7 +64,11 @@ def test_dockerfiles_build_on_the_base_the_stack_makes(dockerfile: str) -> None:
     # The short name resolves to the pinned, fully qualified name the stack commits.
     assert "/" not in default
     assert versions.BASE_IMAGE.rsplit("/", 1)[1] == default
-    assert all(s.split()[1] == "${BASE_IMAGE}" for s in steps if s.startswith("FROM "))
+    # Every stage starts from the base or from an earlier stage: nothing is pulled.
+    stages: set[str] = set()
+    for step in (s.split() for s in steps if s.startswith("FROM ")):
+        assert step[1] == "${BASE_IMAGE}" or step[1] in stages, step
+        stages.update(step[3:4] if step[2:3] == ["AS"] else [])
 
 
 @pytest.mark.parametrize("dockerfile", [OPERATOR, RUNTIME], ids=["operator", "runtime"])
@@ -103,9 +109,13 @@ def test_operator_image_carries_no_pyspark() -> None:
     assert "pyproject.toml > " in " ".join(instructions(OPERATOR))  # no extra requested
 
 
-def test_runtime_jars_are_the_connector_artifacts() -> None:
+def test_runtime_jars_are_the_connector_artifacts_and_the_writer() -> None:
     expected = [f"/opt/rillet/jars/{a}-{v}.jar" for _, a, v in provisioning.SPARK_KAFKA_ARTIFACTS]
+    expected.append(f"/opt/rillet/jars/{jvm.WRITER_JAR}")
     assert env_value(RUNTIME, "RILLET_SPARK_JARS").split(",") == expected
+    source = jvm.WRITER_SOURCE.relative_to(REPO).as_posix()
+    assert f"COPY {source} /build/" in RUNTIME
+    assert f"COPY --from=writer /build/{jvm.WRITER_JAR} /opt/rillet/jars/" in RUNTIME
     assert "COPY images/runtime/connector-pom.xml /build/pom.xml" in RUNTIME
     assert "COPY --from=jars /jars /opt/rillet/jars" in RUNTIME
 

@@ -12,11 +12,14 @@ far, because a cold Kubernetes build takes many minutes and would otherwise look
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import os
 import re
 import shutil
 import subprocess
+import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from rillet.devstack import paths, versions
 from rillet.devstack.commands import run_logged
+from rillet.runtime.jvm import WRITER_JAR, WRITER_SOURCE
 
 COMPLETE_MARKER = ".complete"
 
@@ -423,6 +427,33 @@ def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None
     classsharing.build(target / SPARK_CLASSES_FILE, jars)
 
 
+def writer_version(source: Path = WRITER_SOURCE) -> str:
+    """The writer's cache key: its source and what it is compiled against."""
+    digest = hashlib.sha256(source.read_bytes())
+    digest.update(f"{versions.SPARK}/{versions.SPARK_KAFKA_CLIENTS}".encode())
+    return digest.hexdigest()[:16]
+
+
+def build_writer(scratch: Path, target: Path, progress: Progress) -> None:
+    """Compile the writer against pyspark's jars and the connector's Kafka client into a jar."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyspark is not installed: the exactly-once writer compiles against it")
+    pyspark_jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
+    kafka_clients = sorted((SPARK_KAFKA.directory / "libs").glob("kafka-clients-*.jar"))
+    classpath = ":".join([f"{pyspark_jars}/*", *map(str, kafka_clients)])
+    classes = scratch / "classes"
+    progress("javac TransactionalWriter.java")
+    run_logged(
+        ["javac", "--release", "17", "-d", str(classes), "-cp", classpath, str(WRITER_SOURCE)],
+        cwd=scratch,
+        log=target / "javac.log",
+    )
+    with zipfile.ZipFile(target / WRITER_JAR, "w", zipfile.ZIP_DEFLATED) as jar:
+        for compiled in sorted(classes.rglob("*.class")):
+            jar.write(compiled, compiled.relative_to(classes).as_posix())
+
+
 KUBERNETES = Artefact("kubernetes", versions.KUBERNETES, ("go",), build_kubernetes)
 KUBERNETES_NODE = Artefact("kubernetes-node", versions.KUBERNETES, ("go",), build_kubernetes_node)
 ETCD = Artefact("etcd", versions.ETCD, ("go",), build_etcd)
@@ -438,6 +469,8 @@ KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "ja
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
 SPARK_CLASSES = Artefact("spark-classes", versions.SPARK, ("java",), build_spark_classes)
+# Compiled by the machine's JDK against pyspark and the connector: after SPARK_KAFKA.
+SPARK_WRITER = Artefact("rillet-spark-writer", writer_version(), ("javac",), build_writer)
 # The benchmark's alone (bench/pipeline.py provisions it when it runs).
 KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
@@ -445,6 +478,7 @@ KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch
 ALL = (
     KAFKA,
     SPARK_KAFKA,
+    SPARK_WRITER,
     SPARK_CLASSES,
     ETCD,
     HELM,

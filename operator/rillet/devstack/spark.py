@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rillet.devstack import provisioning
+from rillet.runtime import jvm
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def connector_jars() -> list[Path]:
-    """The Spark-Kafka connector jars, provisioned into the cache if missing."""
+def spark_jars() -> list[Path]:
+    """The jars Spark needs beyond pyspark's, provisioned into the cache if missing: the
+    Kafka connector's, and Rillet's exactly-once writer (runtime.transactions)."""
     directory = provisioning.provision(provisioning.SPARK_KAFKA)
-    return sorted((directory / "libs").glob("*.jar"))
+    writer = provisioning.provision(provisioning.SPARK_WRITER) / jvm.WRITER_JAR
+    return [*sorted((directory / "libs").glob("*.jar")), writer]
 
 
 def class_archive() -> Path | None:
@@ -58,8 +61,6 @@ def local_session(
     # sessions, made later in the same process (tests), need this one's packages.
     local_workers_run_this_python()
     builder = SparkSession.builder.master(master)
-    for key, value in build_local_conf(
-        app_name=app_name, jars=connector_jars(), extra=conf
-    ).items():
+    for key, value in build_local_conf(app_name=app_name, jars=spark_jars(), extra=conf).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

@@ -1,4 +1,4 @@
-"""Finding the external tools the stack needs (go, java, mvn) and saying how to get a missing one.
+"""Finding the external tools the stack needs (go, java, javac, mvn), and how to get a missing one.
 
 Checked before any work starts, so a missing tool costs a second, not a half-built stack.
 """
@@ -11,6 +11,7 @@ from collections.abc import Iterable
 HOW_TO_GET = {
     "go": "install Go >= 1.24 (apt-get install golang-go, or the tarball from go.dev)",
     "java": "install a JDK >= 17 (apt-get install openjdk-17-jdk-headless)",
+    "javac": "install a JDK >= 17 (apt-get install openjdk-17-jdk-headless)",
     "mvn": "install Maven >= 3.8 (apt-get install maven)",
 }
 

@@ -151,7 +151,10 @@ def _start(
     if exactly_once:
         # The query's name within the App (after `<app>.`) names its transactions.
         transactional = transactions.TransactionalSink(
-            config={**spec.kafka_config, "bootstrap.servers": spec.bootstrap_servers},
+            config={
+                key.removeprefix("kafka."): value
+                for key, value in options.kafka_client_options(spec).items()
+            },
             topic=topic,
             prefix=f"{spec.consumer_group}.{name.removeprefix(f'{spec.app}.')}",
             partitions=spec.shuffle_partitions,
