@@ -3,6 +3,7 @@
 Test plan:
 - a missing tool is named in one line with how to get it; present tools resolve to paths.
 - only artefacts not yet cached are built, and only their tools are required.
+- the exactly-once writer's jar is cached by its source: an edited source is compiled again.
 - the staging-module list is derived from k8s.io/kubernetes' go.mod.
 - version ldflags stamp both version packages with the pinned release.
 - go output is counted into downloaded modules and compiled packages; other lines are ignored.
@@ -59,6 +60,16 @@ def test_only_missing_artefacts_need_their_tools(
 
     assert needed == [provisioning.HELM]
     assert provisioning.tools_for(needed) == {"go"}
+
+
+def test_the_writer_is_compiled_again_when_its_source_changes(tmp_path: Path) -> None:
+    source = tmp_path / "TransactionalWriter.java"
+    source.write_text("class A {}")
+    first = provisioning.writer_version(source)
+    assert provisioning.writer_version(source) == first
+    source.write_text("class A { }")
+    assert provisioning.writer_version(source) != first
+    assert provisioning.SPARK_WRITER.version == provisioning.writer_version()
 
 
 def test_staging_modules_come_from_go_mod() -> None:

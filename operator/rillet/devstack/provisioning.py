@@ -430,18 +430,17 @@ def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None
 def writer_version(source: Path = WRITER_SOURCE) -> str:
     """The writer's cache key: its source and what it is compiled against."""
     digest = hashlib.sha256(source.read_bytes())
-    digest.update(f"{versions.SPARK}/{versions.SPARK_KAFKA_CLIENTS}".encode())
+    digest.update(repr((versions.SPARK, SPARK_KAFKA_ARTIFACTS)).encode())
     return digest.hexdigest()[:16]
 
 
 def build_writer(scratch: Path, target: Path, progress: Progress) -> None:
-    """Compile the writer against pyspark's jars and the connector's Kafka client into a jar."""
+    """Compile the writer against pyspark's jars and the connector's into a jar."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("pyspark is not installed: the exactly-once writer compiles against it")
     pyspark_jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
-    kafka_clients = sorted((SPARK_KAFKA.directory / "libs").glob("kafka-clients-*.jar"))
-    classpath = ":".join([f"{pyspark_jars}/*", *map(str, kafka_clients)])
+    classpath = f"{pyspark_jars}/*:{SPARK_KAFKA.directory / 'libs'}/*"
     classes = scratch / "classes"
     progress("javac TransactionalWriter.java")
     run_logged(

@@ -1,9 +1,8 @@
 """Exactly-once Topic outputs: each micro-batch reaches Kafka once, in Kafka transactions.
 
 Spark's Kafka sink is at-least-once: a batch cut off by a failure runs again from the
-checkpoint and sends its records again. Here a batch (`foreachBatch`, id b) is hashed by key
-and value into `partitions` write units, and each unit p is written by one task in one Kafka
-transaction of its own:
+checkpoint and sends its records again. Here a batch (`foreachBatch`, id b) is split into write
+units, and each unit p is written by one task in one Kafka transaction of its own:
 
 - the producer's `transactional.id` is `<group>.<query>.<p>`: starting it (initTransactions)
   fences any older producer of that id (a task of a killed or paused driver, a lost executor's)
@@ -15,13 +14,16 @@ transaction of its own:
   transactional offsets): at b+1 or more, unit p of batch b is in Kafka already and is skipped.
 
 A replayed batch reads the offsets Spark logged for it through the same plan, so it holds the
-same records, and hashing puts the same ones in unit p as the first time. (The batch's own
-partitions will not do: the order of a Kafka source's partitions changes from one driver to the
-next.) Both names sit under the App's own prefix `<group>.`, which its Kafka principal is
+same records, and each unit must hold the same ones as the first time. Where the batch's
+partitions are still the Kafka source's (a stateless query: filters, projections, lookups), a
+unit is the Kafka partition its task read, `<topic>-<partition>`: no shuffle. Otherwise (a
+stateful query, a union) the records are hashed by key and value into `partitions` units. (A
+partition's index will not do: the order of a Kafka source's partitions changes from one driver
+to the next.) Both names sit under the App's own prefix `<group>.`, which its Kafka principal is
 allowed (reconcile.kafkaaccess).
 
-The tasks run `rillet.spark.TransactionalWriter` (jvm/TransactionalWriter.java, built into a jar
-that `spark.jars` names: the runtime image's and the local stack's): the records go from Spark's
+The tasks run `rillet.spark.TransactionalWriter` (jvm/TransactionalWriter.java, whose jar
+`spark.jars` names: the runtime image's and the local stack's): the records go from Spark's
 rows to Kafka's Java producer without leaving the JVM. Handing them to Python workers and
 confluent-kafka, as this module first did, halved the throughput (docs/runtime.md).
 """
@@ -43,7 +45,7 @@ class TransactionalSink:
     config: dict[str, str]  # Kafka's Java client settings: bootstrap servers and login
     topic: str
     prefix: str  # <consumer group>.<query id>
-    partitions: int  # write units: a record's unit is the hash of its key and value
+    partitions: int  # hashed write units, where a unit cannot be a Kafka partition
 
     @property
     def transactional_id_prefix(self) -> str:
@@ -53,10 +55,11 @@ class TransactionalSink:
     def marker_group_prefix(self) -> str:
         return f"{self.prefix}.done."
 
-    def transactional_id(self, unit: int) -> str:
+    def transactional_id(self, unit: int | str) -> str:
+        """Unit `unit`'s: a hash's number, or `<topic>-<partition>`."""
         return f"{self.transactional_id_prefix}{unit}"
 
-    def marker_group(self, unit: int) -> str:
+    def marker_group(self, unit: int | str) -> str:
         return f"{self.marker_group_prefix}{unit}"
 
 

@@ -2,8 +2,8 @@
  * The exactly-once writer of Topic outputs, in the executors' JVM (rillet.runtime.transactions
  * calls it from foreachBatch; docs/runtime.md, "Exactly-once").
  *
- * A batch (id b) is hashed by key and value into `units` write units, and unit p is written by
- * one task in one Kafka transaction, with Kafka's Java producer:
+ * A batch (id b) is split into write units, and unit p is written by one task in one Kafka
+ * transaction, with Kafka's Java producer:
  * - the producer's transactional.id is `<group>.<query>.<p>`: starting it fences any older
  *   producer of that id (a task of a killed or paused driver, a lost executor's) and settles the
  *   transaction it left open;
@@ -11,10 +11,13 @@
  *   `<group>.<query>.done.<p>` (sendOffsetsToTransaction), visible exactly when the records are;
  * - before writing, the task reads its marker with a read_committed consumer (which waits for
  *   pending transactional offsets): b+1 or more means unit p of batch b is in Kafka already.
+ * A replayed batch must put the same records in unit p as the first time. A unit is the Kafka
+ * partition a task read (`<topic>-<partition>`) where the batch's partitions are still Kafka's,
+ * else a hash of key and value into as many units as the App has shuffle partitions.
  *
- * Rows never leave the JVM: this writer costs what Spark's own Kafka writer does, plus the
- * shuffle into units and a transaction per unit and batch. It used to be Python (confluent-kafka
- * in the Python workers, each row handed over from the JVM), which halved the throughput.
+ * Rows never leave the JVM. The writer first ran in Python (confluent-kafka in the Python
+ * workers, each row handed over from the JVM), with a shuffle into hashed units for every
+ * batch: it halved the throughput of Spark's own Kafka writer.
  */
 package rillet.spark;
 
@@ -23,6 +26,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
@@ -40,12 +44,18 @@ import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.spark.OneToOneDependency;
+import org.apache.spark.Partition;
 import org.apache.spark.api.java.function.Function2;
+import org.apache.spark.rdd.RDD;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceRDD;
+import org.apache.spark.sql.execution.datasources.v2.DataSourceRDDPartition;
+import org.apache.spark.sql.kafka010.KafkaBatchInputPartition;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
@@ -66,6 +76,8 @@ public final class TransactionalWriter {
      * @param config the Kafka client's settings (Java names): bootstrap servers and login
      * @param transactionalIdPrefix unit p's transactional.id is this and p
      * @param markerGroupPrefix unit p's marker group is this and p
+     * @param hashedUnits how many units a batch is hashed into, when its partitions are not
+     *     Kafka's own (see sourceUnits)
      */
     public static long write(
             Dataset<Row> batch,
@@ -74,24 +86,71 @@ public final class TransactionalWriter {
             String topic,
             String transactionalIdPrefix,
             String markerGroupPrefix,
-            int units) {
-        StructType schema = batch.schema();
+            int hashedUnits) {
+        RDD<InternalRow> rows = batch.queryExecution().toRdd();
+        String[] units = sourceUnits(rows);
+        if (units == null) {
+            Dataset<Row> hashed = batch.repartition(hashedUnits, hashColumns(batch.schema()));
+            rows = hashed.queryExecution().toRdd();
+        }
+        UnitWriter writer = new UnitWriter(
+                new HashMap<>(config), topic, transactionalIdPrefix, markerGroupPrefix, batchId,
+                Layout.of(batch.schema()), units);
+        long written = 0;
+        for (long count : rows.toJavaRDD().mapPartitionsWithIndex(writer, false).collect()) {
+            written += count;
+        }
+        return written;
+    }
+
+    /**
+     * The write unit of each partition of the batch, when each holds the records of one range
+     * of one Kafka partition, a different one each: `<topic>-<partition>`. Otherwise null.
+     *
+     * A replayed batch reads the same offset ranges (Spark logged them), so the unit named after
+     * a Kafka partition holds the same records again, whatever order the partitions come in (it
+     * changes from one driver to the next). That holds through every narrow step of the query
+     * (filters, projections, lookups), so the records need no shuffle: the writer then costs
+     * about what Spark's own Kafka writer does. A batch that went through a shuffle (a stateful
+     * query), a union, or a Kafka partition split into several ranges, is hashed into units.
+     */
+    static String[] sourceUnits(RDD<?> rdd) {
+        RDD<?> source = rdd;
+        while (source.dependencies().size() == 1
+                && source.dependencies().head() instanceof OneToOneDependency<?> narrow) {
+            source = narrow.rdd();
+        }
+        if (!(source instanceof DataSourceRDD)) {
+            return null;
+        }
+        Partition[] partitions = source.partitions();
+        String[] units = new String[partitions.length];
+        Set<String> seen = new HashSet<>();
+        for (Partition partition : partitions) {
+            if (!(partition instanceof DataSourceRDDPartition read)
+                    || read.inputPartition().isEmpty()
+                    || !(read.inputPartition().get() instanceof KafkaBatchInputPartition kafka)) {
+                return null;
+            }
+            TopicPartition from = kafka.offsetRange().topicPartition();
+            String unit = from.topic() + "-" + from.partition();
+            if (!seen.add(unit)) {
+                return null;
+            }
+            units[partition.index()] = unit;
+        }
+        return units;
+    }
+
+    /** A hashed unit holds the records of one hash of their key and value. */
+    private static Column[] hashColumns(StructType schema) {
         List<Column> hashed = new ArrayList<>();
         for (String name : new String[] {"key", "value"}) {
             if (schema.getFieldIndex(name).isDefined()) {
                 hashed.add(functions.col(name));
             }
         }
-        Dataset<Row> byUnit = batch.repartition(units, hashed.toArray(new Column[0]));
-        UnitWriter writer = new UnitWriter(
-                new HashMap<>(config), topic, transactionalIdPrefix, markerGroupPrefix, batchId,
-                Layout.of(byUnit.schema()));
-        long written = 0;
-        for (long count : byUnit.queryExecution().toRdd().toJavaRDD()
-                .mapPartitionsWithIndex(writer, false).collect()) {
-            written += count;
-        }
-        return written;
+        return hashed.toArray(new Column[0]);
     }
 
     /** Where a row's key, value and headers are, and whether key and value are strings. */
@@ -165,23 +224,26 @@ public final class TransactionalWriter {
         private final String markerGroupPrefix;
         private final long batchId;
         private final Layout layout;
+        private final String[] units; // by partition; null: a partition's index is its unit
 
         UnitWriter(HashMap<String, String> config, String topic, String transactionalIdPrefix,
-                String markerGroupPrefix, long batchId, Layout layout) {
+                String markerGroupPrefix, long batchId, Layout layout, String[] units) {
             this.config = config;
             this.topic = topic;
             this.transactionalIdPrefix = transactionalIdPrefix;
             this.markerGroupPrefix = markerGroupPrefix;
             this.batchId = batchId;
             this.layout = layout;
+            this.units = units;
         }
 
         @Override
-        public Iterator<Long> call(Integer unit, Iterator<InternalRow> rows) {
+        public Iterator<Long> call(Integer partition, Iterator<InternalRow> rows) {
+            String unit = units == null ? String.valueOf(partition) : units[partition];
             return Collections.singletonList(writeUnit(unit, rows)).iterator();
         }
 
-        long writeUnit(int unit, Iterator<InternalRow> rows) {
+        long writeUnit(String unit, Iterator<InternalRow> rows) {
             // Started even for an empty unit: starting the producer of this id aborts what a
             // killed driver's task left open, which would hold read_committed consumers back
             // until it timed out. One per unit and batch, not kept: the unit's next task may run
@@ -244,12 +306,18 @@ public final class TransactionalWriter {
             return count;
         }
 
-        private Properties producerConfig(int unit) {
+        private Properties producerConfig(String unit) {
             Properties properties = new Properties();
             properties.putAll(config);
             properties.put("transactional.id", transactionalIdPrefix + unit);
             properties.put("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS);
             properties.put("linger.ms", 5);
+            // A new producer finds its transaction coordinator, and later the marker group's,
+            // and the request that needed it waits retry.backoff.ms before it goes (Kafka's
+            // Sender sleeps before any request sent again). At the default 100 ms those two
+            // waits were a third of the writer's time per batch (bench/pipeline.py, delivery).
+            // Real errors still back off, exponentially up to retry.backoff.max.ms (1 s).
+            properties.put("retry.backoff.ms", 10);
             properties.put("key.serializer", ByteArraySerializer.class.getName());
             properties.put("value.serializer", ByteArraySerializer.class.getName());
             return properties;
