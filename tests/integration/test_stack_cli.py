@@ -66,7 +66,7 @@ def test_missing_go_is_one_line_error(tmp_path: Path) -> None:
         "up",
         "--no-node",  # else the missing node tools (containerd, ...) are named first
         env={
-            "PATH": _path_with_only(tmp_path, ["java", "mvn"]),
+            "PATH": _path_with_only(tmp_path, ["java", "javac", "mvn"]),
             "RILLET_CACHE_DIR": str(tmp_path / "empty-cache"),
             "RILLET_STATE_DIR": str(tmp_path / "state"),
         },
