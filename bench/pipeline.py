@@ -29,7 +29,8 @@ count: split each line into words, count per word, write the changed counts to a
   what exactly-once costs (`--only delivery`);
 - latency p50/p99 (each the median over REPEATS runs) from producing a record to seeing its
   Table update, with a processing-time trigger of TRIGGER_MS, and, for a stateless pipeline
-  (topic to topic), with Spark's real-time mode (trigger realTime);
+  (topic to topic), with Spark's real-time mode (trigger realTime); and where the
+  processing-time batches' time goes, phase by phase (PHASES), p50 and p99 over their batches;
 - cold start (`--only coldstart`): seconds from spawning `rillet run` (the word count,
   local[2], COLD_LINES lines waiting) to its queries reading and to its first committed batch,
   on a first start and on a restart from its checkpoint.
@@ -210,8 +211,43 @@ def spark_worker(args: argparse.Namespace) -> None:
     else:
         print(json.dumps({"ready": True}), flush=True)
         sys.stdin.read()  # until the benchmark closes our stdin
+        progresses = [json.loads(p.json) for q in driver.queries for p in q.recentProgress]
+        print(json.dumps({"phases": batch_phases(progresses)}), flush=True)
         driver.stop(timeout=10)
     spark.stop()
+
+
+# Where a micro-batch's time goes, from Spark's progress of each batch that read records:
+# durationMs (Spark's own phases) and the state operators' timings. addBatch holds the tasks:
+# reading Kafka, the aggregation, the state store's updates and commit, and the Kafka write.
+PHASES = {
+    "latestOffset": "latest offsets (Kafka's ends)",
+    "walCommit": "offset log (write-ahead)",
+    "queryPlanning": "planning",
+    "addBatch": "tasks (read, aggregate, write)",
+    "stateUpdates": "  of which state updates",
+    "stateCommit": "  of which state commit",
+    "commitOffsets": "commit log",
+    "triggerExecution": "the whole batch",
+}
+
+
+def batch_phases(progresses: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Milliseconds per phase (PHASES) of each batch that read records."""
+    phases: dict[str, list[float]] = {name: [] for name in PHASES}
+    for progress in progresses:
+        if not progress.get("numInputRows"):
+            continue
+        durations = progress.get("durationMs", {})
+        operators = progress.get("stateOperators", [])
+        durations = {
+            **durations,
+            "stateUpdates": sum(op.get("allUpdatesTimeMs", 0) for op in operators),
+            "stateCommit": sum(op.get("commitTimeMs", 0) for op in operators),
+        }
+        for name in PHASES:
+            phases[name].append(float(durations.get(name, 0)))
+    return phases
 
 
 def hand_written(spark: Any, args: argparse.Namespace) -> dict[str, float]:
@@ -502,8 +538,11 @@ def bench_consumer_performance(bootstrap: str, source: str) -> float:
 # Latency --------------------------------------------------------------------------------------
 
 
-def measure_latency(bootstrap: str, *, trigger: str, stateless: bool) -> tuple[float, float, int]:
-    """p50 and p99 (ms) from producing a record to reading its result, and the sample count."""
+def measure_latency(
+    bootstrap: str, *, trigger: str, stateless: bool
+) -> tuple[tuple[float, float, int], dict[str, list[float]]]:
+    """p50 and p99 (ms) from producing a record to reading its result, and the sample count;
+    the milliseconds of each phase of each batch (batch_phases)."""
     partitions = 1 if stateless else 2  # real-time mode needs a core per partition
     source = create_topic(bootstrap, f"bench.lat.{uuid.uuid4().hex[:8]}", partitions)
     target = create_topic(
@@ -545,10 +584,17 @@ def measure_latency(bootstrap: str, *, trigger: str, stateless: bool) -> tuple[f
             for line in worker.stdout:
                 if line.startswith("{"):
                     break
-            return _latencies(bootstrap, source, target, partitions=partitions)
-        finally:
+            measured = _latencies(bootstrap, source, target, partitions=partitions)
             assert worker.stdin is not None
             worker.stdin.close()
+            reports = [json.loads(line) for line in worker.stdout if line.startswith("{")]
+            phases: dict[str, list[float]] = next(
+                (r["phases"] for r in reports if "phases" in r), {}
+            )
+            return measured, phases
+        finally:
+            if worker.stdin is not None and not worker.stdin.closed:
+                worker.stdin.close()
             worker.wait(timeout=120)
 
 
@@ -602,8 +648,13 @@ def _latencies(
     consumer.close()
     if len(latencies) < 10:
         raise RuntimeError(f"only {len(latencies)} results arrived")
-    ordered = sorted(latencies)
-    return statistics.median(ordered), ordered[int(0.99 * (len(ordered) - 1))], len(ordered)
+    return statistics.median(latencies), p99(latencies), len(latencies)
+
+
+def p99(values: list[float]) -> float:
+    """The 99th percentile (the nearest rank below)."""
+    ordered = sorted(values)
+    return ordered[int(0.99 * (len(ordered) - 1))]
 
 
 # (e) Kafka Streams ----------------------------------------------------------------------------
@@ -954,10 +1005,17 @@ def median_latency(bootstrap: str, *, trigger: str, stateless: bool) -> Latency:
     """Median over REPEATS runs of each run's p50 and p99 (one run is a 20 s window on a
     shared machine: its p99 moves with whatever else runs); the sample count is the total."""
     runs = []
+    phases: dict[str, list[float]] = {}
     for attempt in range(REPEATS):
-        p50, p99, count = measure_latency(bootstrap, trigger=trigger, stateless=stateless)
+        (p50, p99, count), batches = measure_latency(
+            bootstrap, trigger=trigger, stateless=stateless
+        )
         print(f"  run {attempt + 1}: p50 {p50:.0f} ms, p99 {p99:.0f} ms", flush=True)
         runs.append((p50, p99, count))
+        for name, values in batches.items():
+            phases.setdefault(name, []).extend(values)
+    if trigger == "processing-time":
+        report_phases(phases)
     return (
         statistics.median(r[0] for r in runs),
         statistics.median(r[1] for r in runs),
@@ -1047,6 +1105,19 @@ def report(
         f"{source_only[1] / ceiling:.0%} of (d): the bound on (a)/(d) for any Spark pipeline; "
         f"local[1] steady state reaches {spark1[1] / source_only[1]:.0%} of it"
     )
+
+
+def report_phases(phases: dict[str, list[float]]) -> None:
+    """Where the batches' time went: p50 and p99 of each phase over every batch of the runs."""
+    batches = len(phases.get("triggerExecution", []))
+    if not batches:
+        print("  no batch progress to break down")
+        return
+    print(f"  where a batch's time goes ({batches} batches that read records, all runs):")
+    print(f"  {'phase':<34}{'p50 ms':>8}{'p99 ms':>8}")
+    for name, label in PHASES.items():
+        values = phases.get(name) or [0.0]
+        print(f"  {label:<34}{statistics.median(values):>8.0f}{p99(values):>8.0f}")
 
 
 def report_latency(micro: Latency, real_time: Latency | str) -> None:
