@@ -311,6 +311,10 @@ public final class TransactionalWriter {
             properties.putAll(config);
             properties.put("transactional.id", transactionalIdPrefix + unit);
             properties.put("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS);
+            // initTransactions waits up to max.block.ms, and may wait for the transaction an
+            // older producer of the id left open to be aborted, which its coordinator may only
+            // do once that transaction times out.
+            properties.put("max.block.ms", 2 * TRANSACTION_TIMEOUT_MS);
             properties.put("linger.ms", 5);
             // A new producer finds its transaction coordinator, and later the marker group's,
             // and the request that needed it waits retry.backoff.ms before it goes (Kafka's
