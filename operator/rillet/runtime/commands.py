@@ -68,8 +68,8 @@ def local_master_with_retries(master: str) -> str:
     Without them one failed task fails the query. One such failure, seen once on a loaded
     machine: a restarted driver's exactly-once write unit "fenced by a newer instance" with
     no other driver running (with the first, Python, writer: librdkafka issue 3928 reports
-    producers fenced after their own repeated InitProducerId). Its retry starts a new producer and reads the unit's marker
-    again, which is what happens on a cluster."""
+    producers fenced after their own repeated InitProducerId). Its retry starts a new
+    producer and reads the unit's marker again, which is what happens on a cluster."""
     found = _LOCAL_MASTER.fullmatch(master)
     if found is None:
         return master
