@@ -195,6 +195,19 @@ def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
     assert own["spark.locality.wait"] == "3s"
 
 
+def test_jvms_compile_later_unless_the_app_says_otherwise() -> None:
+    spec = _spec("windowed-clicks.yaml")
+
+    default = apprun.build_spark_conf(spec)
+    own = apprun.build_spark_conf(
+        spec.model_copy(update={"spark_conf": {"spark.driver.defaultJavaOptions": "-Xss4m"}})
+    )
+
+    assert default["spark.driver.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
+    assert default["spark.executor.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
+    assert own["spark.driver.defaultJavaOptions"] == "-Xss4m"
+
+
 def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
     documents = _documents("windowed-clicks.yaml")
     del documents[1]["spec"]["window"]["expiry"]
