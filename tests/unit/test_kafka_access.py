@@ -306,3 +306,17 @@ def test_the_names_of_exactly_once_writes_fall_under_the_apps_granted_prefixes()
     assert allowed("TRANSACTIONAL_ID", sink.transactional_id(3))
     assert allowed("GROUP", sink.marker_group(3))
     assert sink.transactional_id(3) != sink.marker_group(3)
+
+
+def test_an_exactly_once_sinks_repr_never_shows_its_login() -> None:
+    from rillet.runtime import transactions  # pyspark: imported by this test alone
+
+    sink = transactions.TransactionalSink(
+        config={"sasl.jaas.config": 'ScramLoginModule required password="s3cret";'},
+        topic="totals",
+        prefix="rillet.default.app.topic-totals",
+        partitions=4,
+    )
+
+    assert "s3cret" not in repr(sink)
+    assert "totals" in repr(sink)

@@ -42,7 +42,8 @@ from rillet.runtime.jvm import WRITER_CLASS, WRITER_JAR
 class TransactionalSink:
     """Where one query writes: the topic, the client settings, the names of its transactions."""
 
-    config: dict[str, str]  # Kafka's Java client settings: bootstrap servers and login
+    # Kafka's Java client settings: bootstrap servers and login (a password: never in a repr)
+    config: dict[str, str] = dataclasses.field(repr=False)
     topic: str
     prefix: str  # <consumer group>.<query id>
     partitions: int  # hashed write units, where a unit cannot be a Kafka partition
