@@ -1007,11 +1007,11 @@ def median_latency(bootstrap: str, *, trigger: str, stateless: bool) -> Latency:
     runs = []
     phases: dict[str, list[float]] = {}
     for attempt in range(REPEATS):
-        (p50, p99, count), batches = measure_latency(
-            bootstrap, trigger=trigger, stateless=stateless
+        measured, batches = measure_latency(bootstrap, trigger=trigger, stateless=stateless)
+        print(
+            f"  run {attempt + 1}: p50 {measured[0]:.0f} ms, p99 {measured[1]:.0f} ms", flush=True
         )
-        print(f"  run {attempt + 1}: p50 {p50:.0f} ms, p99 {p99:.0f} ms", flush=True)
-        runs.append((p50, p99, count))
+        runs.append(measured)
         for name, values in batches.items():
             phases.setdefault(name, []).extend(values)
     if trigger == "processing-time":
