@@ -5,7 +5,8 @@ the driver's volume, so this is where a checkpoint the executors cannot reach wo
 
 Test plan:
 - word count over 100,000 lines in 6 partitions: the Table equals the ground truth exactly, and
-  the executor pods running equal min(desired, cap);
+  the executor pods running equal min(desired, cap); their JVMs map the image's class archives
+  and initialized ICU's case mappings as they started (the warm-up plugin);
 - the driver killed mid-stream (its container SIGKILLed, then its pod deleted): the App resumes
   from its checkpoint and the Table is still exact;
 - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
@@ -38,7 +39,8 @@ from .polling import wait_for
 from .runtime_helpers import end_offsets
 
 VOCABULARY = [f"w{n}" for n in range(300)] + ["kafka", "spark", "rillet"]
-SMALL = {"cpu": "200m", "memory": "1Gi"}  # two cores: room for a driver and several executors
+SMALL = {"cpu": "200m", "memory": "1Gi"}
+ICU_CASE_MAPPINGS = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"  # two cores: room for a driver and several executors
 
 
 def word_count(
@@ -200,6 +202,9 @@ def test_word_count_on_the_node_is_exact(
     executor = running(kube, namespace, "executor")[0]["metadata"]["name"]
     assert java_maps(kube, namespace, driver, "/opt/rillet/spark-classes.jsa")
     assert java_maps(kube, namespace, executor, "/opt/rillet/spark-executor-classes.jsa")
+    # The executor initialized ICU's case mappings (lower() in the SQL) as it started.
+    logs = kube.kubectl("logs", "-n", namespace, executor).stdout
+    assert f"warm-up: initialized {ICU_CASE_MAPPINGS} in " in logs, logs[-3000:]
 
 
 def java_maps(kube: Kube, namespace: str, pod: str, path: str) -> list[str]:

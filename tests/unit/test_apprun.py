@@ -208,6 +208,22 @@ def test_jvms_compile_later_unless_the_app_says_otherwise() -> None:
     assert own["spark.driver.defaultJavaOptions"] == "-Xss4m"
 
 
+def test_jvms_warm_up_icu_case_mappings_only_for_sql_that_changes_case() -> None:
+    icu = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
+    wordcount = _spec("wordcount.yaml")  # lower(value)
+    assert apprun.warmup_classes(wordcount) == [icu]
+    assert apprun.build_spark_conf(wordcount)["spark.rillet.warmup.classes"] == icu
+
+    def with_sql(sql: str) -> apprun.RunSpec:
+        return wordcount.model_copy(update={"pipeline": apprun.PipelineSpec(sql=sql)})
+
+    assert apprun.warmup_classes(with_sql("SELECT INITCAP (name) AS n FROM s")) == [icu]
+    assert apprun.warmup_classes(with_sql("SELECT lowercase_name, upper_bound FROM s")) == []
+    python = wordcount.model_copy(update={"pipeline": apprun.PipelineSpec(python="m:f")})
+    assert apprun.warmup_classes(python) == []
+    assert "spark.rillet.warmup.classes" not in apprun.build_spark_conf(python)
+
+
 def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
     documents = _documents("windowed-clicks.yaml")
     del documents[1]["spec"]["window"]["expiry"]

@@ -62,14 +62,15 @@ def test_only_missing_artefacts_need_their_tools(
     assert provisioning.tools_for(needed) == {"go"}
 
 
-def test_the_writer_is_compiled_again_when_its_source_changes(tmp_path: Path) -> None:
-    source = tmp_path / "TransactionalWriter.java"
-    source.write_text("class A {}")
-    first = provisioning.writer_version(source)
-    assert provisioning.writer_version(source) == first
-    source.write_text("class A { }")
-    assert provisioning.writer_version(source) != first
-    assert provisioning.SPARK_WRITER.version == provisioning.writer_version()
+def test_rillets_jar_is_compiled_again_when_a_source_changes(tmp_path: Path) -> None:
+    writer, plugin = tmp_path / "Writer.java", tmp_path / "Plugin.java"
+    writer.write_text("class A {}")
+    plugin.write_text("class B {}")
+    first = provisioning.jar_version([plugin, writer])
+    assert provisioning.jar_version([plugin, writer]) == first
+    plugin.write_text("class B { }")
+    assert provisioning.jar_version([plugin, writer]) != first
+    assert provisioning.RILLET_SPARK.version == provisioning.jar_version()
 
 
 def test_staging_modules_come_from_go_mod() -> None:

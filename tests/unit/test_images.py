@@ -109,13 +109,16 @@ def test_operator_image_carries_no_pyspark() -> None:
     assert "pyproject.toml > " in " ".join(instructions(OPERATOR))  # no extra requested
 
 
-def test_runtime_jars_are_the_connector_artifacts_and_the_writer() -> None:
+def test_runtime_jars_are_the_connector_artifacts_and_rillets_own() -> None:
     expected = [f"/opt/rillet/jars/{a}-{v}.jar" for _, a, v in provisioning.SPARK_KAFKA_ARTIFACTS]
-    expected.append(f"/opt/rillet/jars/{jvm.WRITER_JAR}")
+    expected.append(f"/opt/rillet/jars/{jvm.JAR}")
     assert env_value(RUNTIME, "RILLET_SPARK_JARS").split(",") == expected
-    source = jvm.WRITER_SOURCE.relative_to(REPO).as_posix()
-    assert f"COPY {source} /build/" in RUNTIME
-    assert f"COPY --from=writer /build/{jvm.WRITER_JAR} /opt/rillet/jars/" in RUNTIME
+    # Every Java source of runtime.jvm is compiled into that jar.
+    directory = jvm.SOURCES[0].parent.relative_to(REPO).as_posix()
+    assert {source.parent for source in jvm.SOURCES} == {jvm.SOURCES[0].parent}
+    assert f"COPY {directory}/*.java /build/src/" in RUNTIME
+    assert "/build/src/*.java" in " ".join(instructions(RUNTIME))
+    assert f"COPY --from=jvm /build/{jvm.JAR} /opt/rillet/jars/" in RUNTIME
     assert "COPY images/runtime/connector-pom.xml /build/pom.xml" in RUNTIME
     assert "COPY --from=jars /jars /opt/rillet/jars" in RUNTIME
 

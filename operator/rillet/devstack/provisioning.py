@@ -27,7 +27,7 @@ from pathlib import Path
 
 from rillet.devstack import paths, versions
 from rillet.devstack.commands import run_logged
-from rillet.runtime.jvm import WRITER_JAR, WRITER_SOURCE
+from rillet.runtime.jvm import JAR, SOURCES
 
 COMPLETE_MARKER = ".complete"
 
@@ -427,28 +427,31 @@ def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None
     classsharing.build(target / SPARK_CLASSES_FILE, jars)
 
 
-def writer_version(source: Path = WRITER_SOURCE) -> str:
-    """The writer's cache key: its source and what it is compiled against."""
-    digest = hashlib.sha256(source.read_bytes())
+def jar_version(sources: Sequence[Path] = SOURCES) -> str:
+    """The cache key of Rillet's jar: its sources and what they are compiled against."""
+    digest = hashlib.sha256()
+    for source in sources:
+        digest.update(source.name.encode())
+        digest.update(source.read_bytes())
     digest.update(repr((versions.SPARK, SPARK_KAFKA_ARTIFACTS)).encode())
     return digest.hexdigest()[:16]
 
 
-def build_writer(scratch: Path, target: Path, progress: Progress) -> None:
-    """Compile the writer against pyspark's jars and the connector's into a jar."""
+def build_jar(scratch: Path, target: Path, progress: Progress) -> None:
+    """Compile Rillet's Java (runtime.jvm) against pyspark's jars and the connector's."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyspark is not installed: the exactly-once writer compiles against it")
+        raise RuntimeError("pyspark is not installed: Rillet's Java compiles against it")
     pyspark_jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
     classpath = f"{pyspark_jars}/*:{SPARK_KAFKA.directory / 'libs'}/*"
     classes = scratch / "classes"
-    progress("javac TransactionalWriter.java")
+    progress(f"javac {' '.join(source.name for source in SOURCES)}")
     run_logged(
-        ["javac", "--release", "17", "-d", str(classes), "-cp", classpath, str(WRITER_SOURCE)],
+        ["javac", "--release", "17", "-d", str(classes), "-cp", classpath, *map(str, SOURCES)],
         cwd=scratch,
         log=target / "javac.log",
     )
-    with zipfile.ZipFile(target / WRITER_JAR, "w", zipfile.ZIP_DEFLATED) as jar:
+    with zipfile.ZipFile(target / JAR, "w", zipfile.ZIP_DEFLATED) as jar:
         for compiled in sorted(classes.rglob("*.class")):
             jar.write(compiled, compiled.relative_to(classes).as_posix())
 
@@ -469,7 +472,7 @@ SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spa
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
 SPARK_CLASSES = Artefact("spark-classes", versions.SPARK, ("java",), build_spark_classes)
 # Compiled by the machine's JDK against pyspark and the connector: after SPARK_KAFKA.
-SPARK_WRITER = Artefact("rillet-spark-writer", writer_version(), ("javac",), build_writer)
+RILLET_SPARK = Artefact("rillet-spark", jar_version(), ("javac",), build_jar)
 # The benchmark's alone (bench/pipeline.py provisions it when it runs).
 KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
@@ -477,7 +480,7 @@ KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch
 ALL = (
     KAFKA,
     SPARK_KAFKA,
-    SPARK_WRITER,
+    RILLET_SPARK,
     SPARK_CLASSES,
     ETCD,
     HELM,

@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 
 def spark_jars() -> list[Path]:
     """The jars Spark needs beyond pyspark's, provisioned into the cache if missing: the
-    Kafka connector's, and Rillet's exactly-once writer (runtime.transactions)."""
+    Kafka connector's, and Rillet's own (runtime.jvm)."""
     directory = provisioning.provision(provisioning.SPARK_KAFKA)
-    writer = provisioning.provision(provisioning.SPARK_WRITER) / jvm.WRITER_JAR
-    return [*sorted((directory / "libs").glob("*.jar")), writer]
+    rillet = provisioning.provision(provisioning.RILLET_SPARK) / jvm.JAR
+    return [*sorted((directory / "libs").glob("*.jar")), rillet]
 
 
 def class_archive() -> Path | None:

@@ -18,6 +18,7 @@ Naming decisions made here, in one place:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
@@ -543,6 +544,27 @@ JVM_DEFAULTS = {
 }
 
 
+# Classes a task would otherwise initialize inside the App's first batch, by what in the
+# pipeline's SQL reaches them; the warm-up plugin (runtime/jvm/WarmupPlugin.java) initializes
+# them as each JVM starts. Spark's ICU case mappings (lower, upper, initcap) build a table over
+# every Unicode code point first: about 1 s of one core in the word count's first batch. Only
+# what the SQL names: on two cores that second costs a scaling executor's first tasks when
+# nothing uses it. A Python pipeline's functions cannot be read here, so it gets none.
+WARMUP_CLASSES_KEY: Final = "spark.rillet.warmup.classes"
+_WARMUPS: Final = (
+    (
+        re.compile(r"\b(lower|lcase|upper|ucase|initcap)\s*\(", re.IGNORECASE),
+        "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String",
+    ),
+)
+
+
+def warmup_classes(spec: RunSpec) -> list[str]:
+    """The classes the App's JVMs initialize as they start (WARMUP_CLASSES_KEY)."""
+    sql = spec.pipeline.sql or ""
+    return [name for pattern, name in _WARMUPS if pattern.search(sql)]
+
+
 def build_spark_conf(spec: RunSpec) -> dict[str, str]:
     """The Spark settings the App's driver runs with (besides master, jars and deploy settings).
 
@@ -566,11 +588,14 @@ def build_spark_conf(spec: RunSpec) -> dict[str, str]:
 
     The JVMs compile hot code later than HotSpot's defaults (JVM_DEFAULTS), in Spark's
     defaultJavaOptions, which come before the App's own extraJavaOptions (whose flags win).
+    They initialize the classes of warmup_classes as they start.
     """
+    warmups = warmup_classes(spec)
     return {
         "spark.app.name": consumer_group(namespace=spec.namespace, app=spec.app),
         **SCHEDULING_DEFAULTS,
         **JVM_DEFAULTS,
+        **({WARMUP_CLASSES_KEY: ",".join(warmups)} if warmups else {}),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
         "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILE_MANAGER,

@@ -35,7 +35,7 @@ import dataclasses
 from py4j.java_gateway import JavaClass
 from pyspark.sql import DataFrame
 
-from rillet.runtime.jvm import WRITER_CLASS, WRITER_JAR
+from rillet.runtime.jvm import JAR, WRITER_CLASS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +76,7 @@ def write_batch(sink: TransactionalSink, batch: DataFrame, batch_id: int) -> int
     writer = jvm.rillet.spark.TransactionalWriter
     if not isinstance(writer, JavaClass):  # py4j's name for a class it did not find
         raise WriterMissingError(
-            f"exactly-once delivery needs {WRITER_JAR} in spark.jars (the runtime image and "
+            f"exactly-once delivery needs {JAR} in spark.jars (the runtime image and "
             f"`rillet dev up` provide it): no class {WRITER_CLASS}"
         )
     return int(
