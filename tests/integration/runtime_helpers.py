@@ -166,7 +166,10 @@ def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
 
 def _coordinator_moving(error: BaseException) -> bool:
     """A group's coordinator loading or moving (a fresh cluster's first group): ask again."""
-    return isinstance(error, KafkaException) and error.args[0].code() in {
+    if not isinstance(error, KafkaException) or not error.args:
+        return False
+    cause = error.args[0]  # a KafkaError, or a message for errors the client makes up
+    return isinstance(cause, KafkaError) and cause.code() in {
         KafkaError.NOT_COORDINATOR,
         KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     }

@@ -74,29 +74,25 @@ class KafkaUnavailableError(RuntimeError):
         self.lost_broker = lost_broker
 
 
+def error_code(error: object) -> int | None:
+    """The code of Kafka's error a call failed with; None for anything else (including a
+    KafkaException that carries a message instead of a KafkaError)."""
+    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
+        return int(error.args[0].code())
+    return None
+
+
 def is_unreachable(error: BaseException) -> bool:
     """Whether a failed call means no broker answered (or the login was refused)."""
-    return (
-        isinstance(error, KafkaException)
-        and isinstance(error.args[0], KafkaError)
-        and error.args[0].code() in _UNREACHABLE
-    )
+    return error_code(error) in _UNREACHABLE
 
 
 def _already_exists(error: object) -> bool:
-    return (
-        isinstance(error, KafkaException)
-        and isinstance(error.args[0], KafkaError)
-        and error.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
-    )
+    return error_code(error) == KafkaError.TOPIC_ALREADY_EXISTS
 
 
 def _gone(error: BaseException) -> bool:
-    return (
-        isinstance(error, KafkaException)
-        and isinstance(error.args[0], KafkaError)
-        and error.args[0].code() in _GONE
-    )
+    return error_code(error) in _GONE
 
 
 async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K, Any]:
@@ -109,13 +105,9 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
     if errors and len(errors) == len(settled) and all(is_unreachable(e) for e in errors):
         raise KafkaUnavailableError(
             topicrequests.failure_of(errors[0]).message,
-            lost_broker=all(_code(e) in _LOST_BROKER for e in errors),
+            lost_broker=all(error_code(e) in _LOST_BROKER for e in errors),
         )
     return settled
-
-
-def _code(error: BaseException) -> int | None:
-    return error.args[0].code() if isinstance(error, KafkaException) else None
 
 
 def split_creates(topics: Sequence[DesiredTopic]) -> Iterator[list[DesiredTopic]]:

@@ -28,7 +28,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from rillet.kafka.admin import KafkaUnavailableError, is_unreachable
+from rillet.kafka.admin import KafkaUnavailableError, error_code, is_unreachable
 from rillet.kafka.topicrequests import failure_of
 from rillet.reconcile import kafkaaccess
 from rillet.reconcile.kafkaaccess import Grant, GrantPlan
@@ -136,7 +136,7 @@ class PrincipalAdmin:
         try:
             futures[user].result(timeout=self._timeout)
         except KafkaException as error:
-            if error.args[0].code() in _NOT_FOUND:
+            if error_code(error) in _NOT_FOUND:
                 return False
             _raise(error, f"describe SCRAM user {user}")
         except concurrent.futures.TimeoutError:
