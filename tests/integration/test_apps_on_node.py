@@ -39,8 +39,8 @@ from .polling import wait_for
 from .runtime_helpers import end_offsets
 
 VOCABULARY = [f"w{n}" for n in range(300)] + ["kafka", "spark", "rillet"]
-SMALL = {"cpu": "200m", "memory": "1Gi"}
-ICU_CASE_MAPPINGS = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"  # two cores: room for a driver and several executors
+SMALL = {"cpu": "200m", "memory": "1Gi"}  # two cores: room for a driver and several executors
+ICU_CASE_MAPPINGS = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
 
 
 def word_count(
