@@ -195,7 +195,7 @@ def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
     assert own["spark.locality.wait"] == "3s"
 
 
-def test_jvms_compile_later_unless_the_app_says_otherwise() -> None:
+def test_jvms_compile_later_and_collect_in_parallel_unless_the_app_says_otherwise() -> None:
     spec = _spec("windowed-clicks.yaml")
 
     default = apprun.build_spark_conf(spec)
@@ -203,9 +203,23 @@ def test_jvms_compile_later_unless_the_app_says_otherwise() -> None:
         spec.model_copy(update={"spark_conf": {"spark.driver.defaultJavaOptions": "-Xss4m"}})
     )
 
-    assert default["spark.driver.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
-    assert default["spark.executor.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
+    rillets = "-XX:CompileThresholdScaling=3 -XX:+UseParallelGC"
+    assert default["spark.driver.defaultJavaOptions"] == rillets
+    assert default["spark.executor.defaultJavaOptions"] == rillets
     assert own["spark.driver.defaultJavaOptions"] == "-Xss4m"
+    assert own["spark.executor.defaultJavaOptions"] == rillets
+
+
+def test_an_apps_own_collector_is_the_only_one_its_jvm_is_given() -> None:
+    # Two collectors on one command line and the JVM refuses to start.
+    spec = _spec("windowed-clicks.yaml")
+    conf = {"spark.executor.extraJavaOptions": "-Xss4m -XX:+UseG1GC -XX:MaxGCPauseMillis=50"}
+
+    built = apprun.build_spark_conf(spec.model_copy(update={"spark_conf": conf}))
+
+    assert built["spark.executor.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
+    assert built["spark.executor.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"]
+    assert built["spark.driver.defaultJavaOptions"].endswith("-XX:+UseParallelGC")
 
 
 def test_jvms_warm_up_icu_case_mappings_only_for_sql_that_changes_case() -> None:
