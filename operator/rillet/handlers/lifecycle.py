@@ -158,6 +158,8 @@ def tune_garbage_collection() -> None:
 
 @kopf.on.cleanup()
 async def stop(memo: kopf.Memo, **_: Any) -> None:
+    if "supervisor" in memo:  # absent if start-up failed before it
+        memo.supervisor.release()
     if "nudger" in memo:
         await memo.nudger.stop()
     for task in memo.get("tasks", []):

@@ -40,3 +40,10 @@ class Supervisor:
             self.failure = f"{task.get_name()} ended"
         if self._stop is not None:
             self._stop.set()
+
+    def release(self) -> None:
+        """At a stop (SIGTERM): set the stop flag as well. kopf waits on it in a task of its
+        own, which a signal does not end, and gives such tasks 5 s before cancelling them:
+        every stop, and with it the Lease's release to a standby, took 5 s longer."""
+        if self._stop is not None:
+            self._stop.set()
