@@ -41,7 +41,8 @@ from . import isolation
 # Inherited by every process a test starts: one still running at the end is found by it.
 os.environ[isolation.SESSION_ENV] = isolation.SESSION
 
-RILLET_KINDS = "topics.rillet.io,tables.rillet.io,apps.rillet.io"
+RILLET_PLURALS = ("topics", "tables", "apps")
+RILLET_KINDS = ",".join(f"{plural}.rillet.io" for plural in RILLET_PLURALS)
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -257,8 +258,13 @@ def topic_name(owned: Owned) -> str:
 def _delete_rillet_objects(kube: Kube, namespace: str) -> str | None:
     """Delete the namespace's Topics, Tables and Apps, waiting for their finalizers; what went
     wrong (finalizers nobody released, removed here so the namespace can go), or None."""
+    # One delete-collection call per kind: `kubectl delete --all` sends a request per object
+    # and then waits for each in turn (44 s for a namespace of 200 Topics).
+    for plural in RILLET_PLURALS:
+        path = f"/apis/rillet.io/v1alpha1/namespaces/{namespace}/{plural}"
+        kube.kubectl("delete", "--raw", path, check=False)
     result = kube.kubectl(
-        "delete", RILLET_KINDS, "--all", "-n", namespace, "--timeout=60s", check=False
+        "wait", "--for=delete", RILLET_KINDS, "--all", "-n", namespace, "--timeout=60s", check=False
     )
     if result.returncode == 0 or "doesn't have a resource type" in result.stderr:
         return None
