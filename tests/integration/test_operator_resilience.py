@@ -8,9 +8,10 @@ Test plan:
 - a broker that refuses topic deletion: the object still goes (finalizer released), the topic
   stays, and a TopicNotDeleted Event says so.
 - with namespace prefixing on, the Kafka topic is named <namespace>.<name>.
-- with leader election on, a leader stopped by SIGTERM (a rolling update, a drain) exits
-  cleanly and hands its Lease over: the standby holds it within 4 s of the signal (kopf alone
-  kept a stopping operator 5 s more) and reconciles a Topic applied afterwards.
+- with leader election on, a standby stopped by SIGTERM exits cleanly, the Lease untouched; a
+  leader stopped by SIGTERM (a rolling update, a drain) exits cleanly and hands its Lease over:
+  the standby holds it within 4 s of the signal (kopf alone kept a stopping operator 5 s more)
+  and reconciles a Topic applied afterwards.
 Each test runs an operator of its own, watching only the test's namespace.
 """
 
@@ -269,6 +270,25 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
             timeout=60,
             what="the second operator standing by",
         )
+        # A standby stopped while it waits exits cleanly and leaves the Lease alone.
+        bystander = OperatorProcess(
+            kubeconfig=leader.kubeconfig,
+            bootstrap=leader.bootstrap,
+            namespace_pattern=isolated_namespace,
+            log=tmp_path / "bystander.log",
+            settings=election("bystander"),
+        )
+        bystander.start()
+        wait_for(
+            lambda: "standing by" in bystander.log_text(),
+            timeout=60,
+            what="a third operator standing by",
+        )
+        assert bystander.process is not None
+        bystander.process.terminate()
+        assert bystander.process.wait(timeout=30) == 0, bystander.log_text()[-2000:]
+        assert _lease_holder(kube, isolated_namespace) == "leader"
+
         assert leader.process is not None
         leader.process.terminate()
         signalled = time.monotonic()

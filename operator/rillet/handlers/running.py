@@ -16,9 +16,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import FrameType
 
 import kopf
 import prometheus_client
@@ -36,24 +38,30 @@ log = logging.getLogger(__name__)
 def run(settings: OperatorSettings) -> str | None:
     """Run until stopped (SIGTERM, SIGINT); what stopped it, if not a signal."""
     elector = None
+    # Until kopf handles SIGTERM itself (it replaces this handler as it starts), the signal
+    # ends the process through `finally`: a replica that took the Lease an instant before the
+    # signal releases it, rather than leave the standbys waiting for it to expire.
+    signal.signal(signal.SIGTERM, _stop_before_kopf)
     if settings.metrics_port:  # a standby is scraped too: it says it stands by, not "down"
         prometheus_client.start_http_server(settings.metrics_port, addr="0.0.0.0")
     metrics.LEADING.set(0)
-    with _standing_by(settings.health_port):
-        plurals = [kind.kind_info.plural for kind in kinds.ALL]
-        serving.wait_until_served(objects.GROUP, objects.VERSION, plurals)
-        if settings.leader_election:
-            elector = LeaseElector(
-                namespace=settings.lease_home, name=settings.lease_name, identity=settings.pod_name
-            )
-            elector.acquire()
-    if elector is not None:
-        elector.keep(on_lost=_exit_at_once)
-    metrics.LEADING.set(1)
-    stop = asyncio.Event()
-    supervisor = Supervisor(stop)
-    health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
     try:
+        with _standing_by(settings.health_port):
+            plurals = [kind.kind_info.plural for kind in kinds.ALL]
+            serving.wait_until_served(objects.GROUP, objects.VERSION, plurals)
+            if settings.leader_election:
+                elector = LeaseElector(
+                    namespace=settings.lease_home,
+                    name=settings.lease_name,
+                    identity=settings.pod_name,
+                )
+                elector.acquire()
+        if elector is not None:
+            elector.keep(on_lost=_exit_at_once)
+        metrics.LEADING.set(1)
+        stop = asyncio.Event()
+        supervisor = Supervisor(stop)
+        health = f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
         asyncio.run(
             kopf.operator(
                 standalone=True,  # one replica reconciles: the Lease decides which, not peering
@@ -68,6 +76,11 @@ def run(settings: OperatorSettings) -> str | None:
         if elector is not None:
             elector.release()  # after kopf stopped: the next leader never overlaps this one
     return supervisor.failure
+
+
+def _stop_before_kopf(signum: int, frame: FrameType | None) -> None:
+    log.info("received %s before the operator started: stopping", signal.Signals(signum).name)
+    raise SystemExit(0)
 
 
 def _exit_at_once(reason: str) -> None:
