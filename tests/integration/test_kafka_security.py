@@ -9,7 +9,8 @@ with allow.everyone.if.no.acl.found=false, its certificate from a CA of the test
   authorizer is on, nothing is allowed by default);
 - the operator with a wrong password: the Topic is KafkaUnavailable, its message names the
   failed authentication and the credentials to check, the operator keeps running, and neither
-  password appears in its log or in the Topic's status and Events.
+  password appears in its log or in the Topic's status and Events. It says so before a request
+  could have timed out: refused, the operator stops waiting for Kafka's answer.
 """
 
 from __future__ import annotations
@@ -117,7 +118,10 @@ def test_a_wrong_password_is_kafka_unavailable_naming_authentication_and_never_s
     lone_operator: Callable[..., OperatorProcess],
 ) -> None:
     wrong = "wrong-password-4c1d"
-    own = lone_operator(settings=_operator_settings(secured_kafka, password=wrong))
+    # Requests would time out after 120 s: the condition must come from the refusal itself.
+    settings = {**_operator_settings(secured_kafka, password=wrong)}
+    settings["RILLET_KAFKA_REQUEST_TIMEOUT_SECONDS"] = "120"
+    own = lone_operator(settings=settings)
     own.start()
     namespace = own.namespace_pattern
     name = f"{kafka_prefix}-refused-login"
@@ -130,7 +134,7 @@ def test_a_wrong_password_is_kafka_unavailable_naming_authentication_and_never_s
         namespace,
         condition_type="Reconciling",
         reason="KafkaUnavailable",
-        timeout=120,
+        timeout=60,
     )
     message = condition(unavailable, "Reconciling")["message"]
     assert "Kafka refused the operator's login (sasl_ssl://" in message, message

@@ -1,7 +1,11 @@
-"""What a failed Kafka call is taken for: only Kafka's own error codes count."""
+"""What a failed Kafka call is taken for: only Kafka's own error codes count; a refused client
+ends the wait for its requests."""
 
 from __future__ import annotations
 
+import concurrent.futures
+
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from rillet.kafka import admin
@@ -20,3 +24,21 @@ def test_a_message_or_another_exception_has_no_code_and_is_no_outage() -> None:
     for error in (KafkaException("Failed to get metadata"), KafkaException(), ValueError("x")):
         assert admin.error_code(error) is None
         assert not admin.is_unreachable(error)
+
+
+def test_a_request_stops_waiting_once_kafka_refused_the_client(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A wrong password leaves requests unanswered until their timeout: the wait ends as soon
+    # as the client reports the refusal instead.
+    monkeypatch.setattr(admin, "_REFUSAL_CHECK_SECONDS", 0.01)
+    pending: concurrent.futures.Future[None] = concurrent.futures.Future()
+    checks = iter([False, False, True])
+    assert not admin._wait_unless_refused([pending], lambda: next(checks))
+    assert next(checks, "used up") == "used up"
+
+
+def test_answered_requests_are_waited_for_whatever_the_client_reported() -> None:
+    answered: concurrent.futures.Future[None] = concurrent.futures.Future()
+    answered.set_result(None)
+    assert admin._wait_unless_refused([answered], lambda: True)

@@ -54,6 +54,9 @@ _EXPLAINING = {
 # admin requests to the controller of its last metadata and waits for that broker, which KRaft
 # reports alive until it fences it (broker.session.timeout.ms, 9 s by default).
 _LOST_BROKER = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
+# How often a request in flight checks whether Kafka refused the client meanwhile (a wrong
+# password, an unknown CA): the request itself would only time out, after the request timeout.
+_REFUSAL_CHECK_SECONDS = 0.2
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -95,11 +98,16 @@ def _gone(error: BaseException) -> bool:
     return error_code(error) in _GONE
 
 
-async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K, Any]:
-    """Each future's result or exception; raise KafkaUnavailableError if all failed unreachable."""
+async def _settle(
+    futures: Mapping[K, concurrent.futures.Future[Any]],
+    refused: Callable[[], bool] = lambda: False,
+) -> dict[K, Any]:
+    """Each future's result or exception; raise KafkaUnavailableError if all failed unreachable,
+    or as soon as `refused()` says Kafka refused the client (no answer will come)."""
     # One worker thread waits for the whole batch: wrapping each future into the event loop
     # costs a loop wake-up per topic, more CPU than the describe itself for a 1,000-topic resync.
-    await asyncio.to_thread(concurrent.futures.wait, list(futures.values()))
+    if not await asyncio.to_thread(_wait_unless_refused, list(futures.values()), refused):
+        raise KafkaUnavailableError("no request was answered")
     settled = {key: future.exception() or future.result() for key, future in futures.items()}
     errors = [r for r in settled.values() if isinstance(r, BaseException)]
     if errors and len(errors) == len(settled) and all(is_unreachable(e) for e in errors):
@@ -108,6 +116,16 @@ async def _settle(futures: Mapping[K, concurrent.futures.Future[Any]]) -> dict[K
             lost_broker=all(error_code(e) in _LOST_BROKER for e in errors),
         )
     return settled
+
+
+def _wait_unless_refused(
+    futures: Sequence[concurrent.futures.Future[Any]], refused: Callable[[], bool]
+) -> bool:
+    """Wait for every future; False if `refused()` became true first."""
+    while concurrent.futures.wait(futures, timeout=_REFUSAL_CHECK_SECONDS).not_done:
+        if refused():
+            return False
+    return True
 
 
 def split_creates(topics: Sequence[DesiredTopic]) -> Iterator[list[DesiredTopic]]:
@@ -144,10 +162,22 @@ class TopicAdmin:
         self._client = AdminClient(config)
         self._timeout = timeout
         self._why_unreachable: KafkaError | None = None
+        self._refusals = 0  # how many explaining errors the callback has seen
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in _EXPLAINING:
             self._why_unreachable = error
+            self._refusals += 1
+
+    def _refused_since(self, seen: int) -> Callable[[], bool]:
+        """Whether the client reported a refused login or TLS handshake after `seen` of them
+        (polled here: the callback runs only from poll)."""
+
+        def refused() -> bool:
+            self._client.poll(0)
+            return self._refusals > seen
+
+        return refused
 
     async def _send(
         self,
@@ -156,10 +186,12 @@ class TopicAdmin:
         key: Callable[[T], K],
     ) -> dict[K, Any]:
         """Each item's result: Kafka's answer, its exception, or the client's KafkaFailure."""
+        self._client.poll(0)  # what was reported before this request is not about it
+        given_up = self._refused_since(self._refusals)
         futures, refused = topicrequests.submit(call, items, key)
         try:
             try:
-                settled = await _settle(futures) if futures else {}
+                settled = await _settle(futures, given_up) if futures else {}
             except KafkaUnavailableError as error:
                 if not error.lost_broker:
                     raise
@@ -168,7 +200,7 @@ class TopicAdmin:
                 # it, and the topics never read as unavailable. Once only: a cluster that is
                 # down fails every request again, and then it is unavailable.
                 futures, refused = topicrequests.submit(call, items, key)
-                settled = await _settle(futures) if futures else {}
+                settled = await _settle(futures, given_up) if futures else {}
         except KafkaUnavailableError as error:
             raise KafkaUnavailableError(self._explained(str(error))) from None
         finally:
