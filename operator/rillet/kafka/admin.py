@@ -54,9 +54,12 @@ _EXPLAINING = {
 # admin requests to the controller of its last metadata and waits for that broker, which KRaft
 # reports alive until it fences it (broker.session.timeout.ms, 9 s by default).
 _LOST_BROKER = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
-# How often a request in flight checks whether Kafka refused the client meanwhile (a wrong
-# password, an unknown CA): the request itself would only time out, after the request timeout.
+# How often a request in flight checks whether Kafka refused the client's login meanwhile: the
+# request itself would only time out, after the request timeout. A refused login is the
+# cluster's answer (SCRAM users live in its metadata); a failed TLS handshake may be one
+# broker's certificate while the others answer, so it is left to the timeout.
 _REFUSAL_CHECK_SECONDS = 0.2
+_REFUSING = {KafkaError._AUTHENTICATION}
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -162,16 +165,17 @@ class TopicAdmin:
         self._client = AdminClient(config)
         self._timeout = timeout
         self._why_unreachable: KafkaError | None = None
-        self._refusals = 0  # how many explaining errors the callback has seen
+        self._refusals = 0  # how many refused logins the callback has seen
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in _EXPLAINING:
             self._why_unreachable = error
+        if error.code() in _REFUSING:
             self._refusals += 1
 
     def _refused_since(self, seen: int) -> Callable[[], bool]:
-        """Whether the client reported a refused login or TLS handshake after `seen` of them
-        (polled here: the callback runs only from poll)."""
+        """Whether the client reported a refused login after `seen` of them (polled here: the
+        callback runs only from poll)."""
 
         def refused() -> bool:
             self._client.poll(0)
@@ -187,11 +191,11 @@ class TopicAdmin:
     ) -> dict[K, Any]:
         """Each item's result: Kafka's answer, its exception, or the client's KafkaFailure."""
         self._client.poll(0)  # what was reported before this request is not about it
-        given_up = self._refused_since(self._refusals)
+        login_refused = self._refused_since(self._refusals)
         futures, refused = topicrequests.submit(call, items, key)
         try:
             try:
-                settled = await _settle(futures, given_up) if futures else {}
+                settled = await _settle(futures, login_refused) if futures else {}
             except KafkaUnavailableError as error:
                 if not error.lost_broker:
                     raise
@@ -200,7 +204,7 @@ class TopicAdmin:
                 # it, and the topics never read as unavailable. Once only: a cluster that is
                 # down fails every request again, and then it is unavailable.
                 futures, refused = topicrequests.submit(call, items, key)
-                settled = await _settle(futures, given_up) if futures else {}
+                settled = await _settle(futures, login_refused) if futures else {}
         except KafkaUnavailableError as error:
             raise KafkaUnavailableError(self._explained(str(error))) from None
         finally:
