@@ -119,7 +119,7 @@ def test_a_wrong_password_is_kafka_unavailable_naming_authentication_and_never_s
 ) -> None:
     wrong = "wrong-password-4c1d"
     # Requests would time out after 120 s: the condition must come from the refusal itself.
-    settings = {**_operator_settings(secured_kafka, password=wrong)}
+    settings = _operator_settings(secured_kafka, password=wrong)
     settings["RILLET_KAFKA_REQUEST_TIMEOUT_SECONDS"] = "120"
     own = lone_operator(settings=settings)
     own.start()

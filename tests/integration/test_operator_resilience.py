@@ -263,20 +263,20 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
         log=tmp_path / "standby.log",
         settings=election("standby"),
     )
+    # A standby stopped while it waits exits cleanly and leaves the Lease alone.
+    bystander = OperatorProcess(
+        kubeconfig=leader.kubeconfig,
+        bootstrap=leader.bootstrap,
+        namespace_pattern=isolated_namespace,
+        log=tmp_path / "bystander.log",
+        settings=election("bystander"),
+    )
     standby.start()
     try:
         wait_for(
             lambda: "standing by" in standby.log_text(),
             timeout=60,
             what="the second operator standing by",
-        )
-        # A standby stopped while it waits exits cleanly and leaves the Lease alone.
-        bystander = OperatorProcess(
-            kubeconfig=leader.kubeconfig,
-            bootstrap=leader.bootstrap,
-            namespace_pattern=isolated_namespace,
-            log=tmp_path / "bystander.log",
-            settings=election("bystander"),
         )
         bystander.start()
         wait_for(
@@ -311,3 +311,4 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
         # The objects go while an operator still runs (it releases their finalizers).
         kube.kubectl("delete", "topic", "--all", "-n", isolated_namespace, "--timeout=60s")
         standby.stop()
+        bystander.stop()
