@@ -23,6 +23,19 @@ def apply(kube: Kube, *manifests: dict[str, Any]) -> None:
     )
 
 
+# The Lease replicas of the operator elect their leader with (the chart's and the settings'
+# default name).
+LEASE = "rillet-operator"
+
+
+def lease_holder(kube: Kube, namespace: str) -> str | None:
+    """Who holds the operator's Lease in `namespace` (None: no Lease, or released)."""
+    lease = kube.kubectl("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
+    if lease.returncode != 0:
+        return None
+    return json.loads(lease.stdout)["spec"].get("holderIdentity")  # type: ignore[no-any-return]
+
+
 def get(kube: Kube, kind: str, name: str, namespace: str) -> dict[str, Any]:
     out = kube.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
     return json.loads(out)  # type: ignore[no-any-return]

@@ -41,7 +41,7 @@ from rillet.devstack import stack as devstack
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, wait_kafka_topic_gone
-from .objects import apply, events, get, topic, wait_condition
+from .objects import LEASE, apply, events, get, lease_holder, topic, wait_condition
 from .polling import wait_for
 from .scraping import value
 from .test_chart import CHART, helm
@@ -268,16 +268,6 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         kube.kubectl("delete", "namespace", watched, "--wait=false", check=False)
 
 
-LEASE = "rillet-operator"
-
-
-def _lease_holder(kube: Kube, namespace: str) -> str | None:
-    lease = kube.kubectl("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
-    if lease.returncode != 0:
-        return None
-    return json.loads(lease.stdout)["spec"].get("holderIdentity")  # type: ignore[no-any-return]
-
-
 def _ready_pods(kube: Kube, namespace: str) -> list[str]:
     pods = json.loads(kube.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
     return sorted(
@@ -336,7 +326,7 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
             what="both operator replicas Ready",
         )
         leader = wait_for(
-            lambda: holder if (holder := _lease_holder(kube, restricted_namespace)) else None,
+            lambda: holder if (holder := lease_holder(kube, restricted_namespace)) else None,
             timeout=60,
             what="a replica to take the Lease",
         )
@@ -377,7 +367,7 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
         measurement(
             f"leader pod killed: the change made meanwhile was in Kafka {failover:.1f} s later"
         )
-        holder = _lease_holder(kube, restricted_namespace)
+        holder = lease_holder(kube, restricted_namespace)
         assert holder != leader, "the killed leader's Lease was not taken over"
         assert failover <= 15, f"failover took {failover:.1f} s"
 
@@ -434,7 +424,7 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
             timeout=60,
             what="the upgraded release to apply a change",
         )
-        assert _lease_holder(kube, restricted_namespace) in rolled
+        assert lease_holder(kube, restricted_namespace) in rolled
     finally:
         try:
             kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s", check=False)

@@ -33,11 +33,20 @@ from rillet.devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions
-from .objects import apply, condition, events, exists, get, topic, wait_condition
+from .objects import (
+    LEASE,
+    apply,
+    condition,
+    events,
+    exists,
+    get,
+    lease_holder,
+    topic,
+    wait_condition,
+)
 from .polling import wait_for
 
 TOPICS = 200
-LEASE = "rillet-operator"
 
 
 @pytest.fixture
@@ -225,13 +234,6 @@ def test_namespace_prefix_names_kafka_topics_per_team(
     assert kafka_partitions(kafka_admin, f"{isolated_namespace}.invoices") == 1
 
 
-def _lease_holder(kube: Kube, namespace: str) -> str | None:
-    lease = kube.kubectl("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
-    if lease.returncode != 0:
-        return None
-    return json.loads(lease.stdout)["spec"].get("holderIdentity")  # type: ignore[no-any-return]
-
-
 def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
     kube: Kube,
     isolated_namespace: str,
@@ -248,29 +250,27 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
             "RILLET_POD_NAME": identity,
         }
 
+    def replica(identity: str) -> OperatorProcess:
+        """Another operator of the namespace, electing its leader with `leader`."""
+        return OperatorProcess(
+            kubeconfig=leader.kubeconfig,
+            bootstrap=leader.bootstrap,
+            namespace_pattern=isolated_namespace,
+            log=tmp_path / f"{identity}.log",
+            settings=election(identity),
+        )
+
     leader = own_operator
     leader.settings = election("leader")
     leader.start()
     wait_for(
-        lambda: _lease_holder(kube, isolated_namespace) == "leader",
+        lambda: lease_holder(kube, isolated_namespace) == "leader",
         timeout=60,
         what="the first operator to hold the Lease",
     )
-    standby = OperatorProcess(
-        kubeconfig=leader.kubeconfig,
-        bootstrap=leader.bootstrap,
-        namespace_pattern=isolated_namespace,
-        log=tmp_path / "standby.log",
-        settings=election("standby"),
-    )
+    standby = replica("standby")
     # A standby stopped while it waits exits cleanly and leaves the Lease alone.
-    bystander = OperatorProcess(
-        kubeconfig=leader.kubeconfig,
-        bootstrap=leader.bootstrap,
-        namespace_pattern=isolated_namespace,
-        log=tmp_path / "bystander.log",
-        settings=election("bystander"),
-    )
+    bystander = replica("bystander")
     standby.start()
     try:
         wait_for(
@@ -287,13 +287,13 @@ def test_a_leader_stopped_by_sigterm_hands_its_lease_to_the_standby_at_once(
         assert bystander.process is not None
         bystander.process.terminate()
         assert bystander.process.wait(timeout=30) == 0, bystander.log_text()[-2000:]
-        assert _lease_holder(kube, isolated_namespace) == "leader"
+        assert lease_holder(kube, isolated_namespace) == "leader"
 
         assert leader.process is not None
         leader.process.terminate()
         signalled = time.monotonic()
         wait_for(
-            lambda: _lease_holder(kube, isolated_namespace) == "standby",
+            lambda: lease_holder(kube, isolated_namespace) == "standby",
             timeout=60,
             interval=0.1,
             what="the standby to take the Lease",

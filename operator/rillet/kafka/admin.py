@@ -102,8 +102,7 @@ def _gone(error: BaseException) -> bool:
 
 
 async def _settle(
-    futures: Mapping[K, concurrent.futures.Future[Any]],
-    refused: Callable[[], bool] = lambda: False,
+    futures: Mapping[K, concurrent.futures.Future[Any]], refused: Callable[[], bool]
 ) -> dict[K, Any]:
     """Each future's result or exception; raise KafkaUnavailableError if all failed unreachable,
     or as soon as `refused()` says Kafka refused the client (no answer will come)."""
