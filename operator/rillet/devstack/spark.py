@@ -34,8 +34,9 @@ def class_archive() -> Path | None:
 def build_local_conf(
     *, app_name: str, jars: list[Path], extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
-    """Spark conf of a small local session: connector jars, few shuffle partitions, no UI."""
-    return {
+    """Spark conf of a small local session: connector jars and Rillet's (with what its jar adds,
+    as an App's session has it), few shuffle partitions, no UI."""
+    conf = {
         "spark.app.name": app_name,
         "spark.jars": ",".join(str(jar) for jar in jars),
         "spark.sql.shuffle.partitions": "4",
@@ -47,6 +48,7 @@ def build_local_conf(
         "spark.driver.host": "127.0.0.1",
         **(extra or {}),
     }
+    return conf | jvm.jar_conf(conf)
 
 
 def local_session(

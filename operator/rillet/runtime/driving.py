@@ -72,7 +72,7 @@ def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession
         local_workers_run_this_python()
     conf = {**apprun.build_spark_conf(spec), **run_options.spark_conf}
     conf |= classsharing.java_options(conf, run_options.class_archive)
-    conf |= jvm.plugin_conf(conf)
+    conf |= jvm.jar_conf(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

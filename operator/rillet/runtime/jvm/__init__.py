@@ -5,7 +5,10 @@ Kafka client, by the runtime image's build (images/runtime/Dockerfile) and by th
 (rillet.devstack.provisioning):
 - TransactionalWriter.java, the exactly-once writer (rillet.runtime.transactions);
 - WarmupPlugin.java, a Spark plugin that initializes, as a JVM starts, classes the first batch
-  would otherwise wait for (plugin_conf).
+  would otherwise wait for;
+- SessionExtensions.java and RegexSplitter.java, an optimizer rule that compiles a constant
+  split() pattern once per plan instead of once per row.
+jar_conf names the plugin and the extensions to Spark wherever the jar is on its class path.
 """
 
 from __future__ import annotations
@@ -18,18 +21,27 @@ SOURCES: Final = tuple(sorted(Path(__file__).parent.glob("*.java")))
 JAR: Final = "rillet-spark.jar"
 WRITER_CLASS: Final = "rillet.spark.TransactionalWriter"
 WARMUP_PLUGIN: Final = "rillet.spark.WarmupPlugin"
+SESSION_EXTENSIONS: Final = "rillet.spark.SessionExtensions"
 
 JARS_KEY: Final = "spark.jars"
 PLUGINS_KEY: Final = "spark.plugins"
+EXTENSIONS_KEY: Final = "spark.sql.extensions"
 
 
-def plugin_conf(conf: Mapping[str, str]) -> dict[str, str]:
-    """spark.plugins with the warm-up plugin added (after the App's own plugins, if any), when
-    spark.jars lists JAR; else nothing: a JVM that cannot load a plugin's class fails to start."""
+def jar_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """spark.plugins with the warm-up plugin and spark.sql.extensions with Rillet's extensions,
+    each added after the App's own, when spark.jars lists JAR; else nothing: a JVM that cannot
+    load a plugin's class fails to start."""
     jars = [jar for jar in conf.get(JARS_KEY, "").split(",") if jar]
     if not any(Path(jar).name == JAR for jar in jars):
         return {}
-    plugins = [p.strip() for p in conf.get(PLUGINS_KEY, "").split(",") if p.strip()]
-    if WARMUP_PLUGIN not in plugins:
-        plugins.append(WARMUP_PLUGIN)
-    return {PLUGINS_KEY: ",".join(plugins)}
+    return {
+        PLUGINS_KEY: _appended(conf.get(PLUGINS_KEY, ""), WARMUP_PLUGIN),
+        EXTENSIONS_KEY: _appended(conf.get(EXTENSIONS_KEY, ""), SESSION_EXTENSIONS),
+    }
+
+
+def _appended(names: str, name: str) -> str:
+    """A comma-separated list of class names with `name` last, unless it is there already."""
+    listed = [n.strip() for n in names.split(",") if n.strip()]
+    return ",".join(listed if name in listed else [*listed, name])
