@@ -5,9 +5,9 @@
  * split(str, regex[, limit]) with a constant regex gets its pattern compiled once per plan
  * (RegexSplitter), where Spark's StringSplit compiles it for every row. Spark already does this
  * for rlike, regexp_replace and regexp_extract; split, the first step of most text pipelines
- * (the word count's), was left out. In a Flight Recorder profile of the word count's tasks
- * split took a third of the samples, and compiling the pattern more than half of split
- * (docs/runtime.md, "Splitting text").
+ * (the word count's), was left out. It took a third of the word count's task samples in a Flight
+ * Recorder profile; with this rule the word count's steady state is 17% faster (docs/runtime.md,
+ * "Splitting text"). Excluded as any rule is (spark.sql.optimizer.excludedRules), it is off.
  *
  * The rule changes no result: the regex is the one StringSplit would use (its collation's,
  * CollationSupport.collationAwareRegex), and a StringSplit it cannot match exactly is left as
