@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic, TopicMetadata
 
 from .conftest import separate_kafka
 from .polling import wait_for
@@ -25,9 +25,15 @@ def test_admin_client_creates_topic(kafka_admin: AdminClient, topic_name: str) -
     kafka_admin.create_topics([NewTopic(topic_name, num_partitions=6, replication_factor=1)])[
         topic_name
     ].result(timeout=30)
-    described = kafka_admin.list_topics(topic=topic_name, timeout=10).topics[topic_name]
-    assert described.error is None
-    assert len(described.partitions) == 6
+
+    def described() -> TopicMetadata | None:
+        # The controller has the topic once the create returns; a broker's metadata follows it
+        # a moment later, and answers UNKNOWN_TOPIC_OR_PART until then.
+        found = kafka_admin.list_topics(topic=topic_name, timeout=10).topics[topic_name]
+        return found if found.error is None else None
+
+    topic = wait_for(described, timeout=30, what=f"{topic_name} in the broker's metadata")
+    assert len(topic.partitions) == 6
 
 
 def _consume_all(bootstrap: str, topic: str, expected: int) -> list[tuple[int, str, str]]:
