@@ -307,15 +307,29 @@ def _group(pgid: int) -> list[int]:
     return members
 
 
+def jvms(process: subprocess.Popen[bytes]) -> list[int]:
+    """The JVMs of a `cli_run` driver's process group."""
+    found = []
+    for pid in _group(process.pid):
+        with suppress(OSError):  # gone meanwhile
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
+                found.append(pid)
+    return found
+
+
+def maps(pid: int, path: Path) -> bool:
+    """Whether the process has the file mapped into its memory."""
+    return f" {path}\n" in Path(f"/proc/{pid}/maps").read_text()
+
+
 def dump_stacks(process: subprocess.Popen[bytes], log: Path) -> None:
     """Have a `cli_run` driver print every thread's stack into its log: Python's (SIGUSR1,
     faulthandler) and its JVM's (SIGQUIT, the JVM's thread dump)."""
     with suppress(ProcessLookupError):
         os.kill(process.pid, signal.SIGUSR1)
-    for pid in _group(process.pid):
-        with suppress(OSError):  # SIGQUIT would end anything but a JVM
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "java":
-                os.kill(pid, signal.SIGQUIT)
+    for pid in jvms(process):  # SIGQUIT would end anything but a JVM
+        with suppress(OSError):
+            os.kill(pid, signal.SIGQUIT)
     with suppress(AssertionError):  # a JVM too stuck to answer still leaves Python's stacks
         wait_for(
             lambda: "Full thread dump" in log.read_text(errors="replace"),

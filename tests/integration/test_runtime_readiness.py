@@ -6,7 +6,9 @@ between Ready and that trigger would be skipped, and a user who waits for Ready 
 would lose them.
 
 Test plan: records written before the driver starts are not read (`latest`); the moment its
-metrics page answers, 500 more are written, and the App's output holds exactly those 500.
+metrics page answers, 500 more are written, and the App's output holds exactly those 500. The
+driver's JVM has mapped the class archive `rillet dev up` made for this checkout: a JVM ignores
+an archive made on another class path (another virtualenv), and then starts seconds later.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from rillet.devstack import spark as devspark
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
@@ -93,6 +96,9 @@ def test_records_written_once_the_driver_is_ready_are_all_read(
         )
         assert port > 0, log.read_text()[-3000:]
         assert _answers(port)
+        archive = devspark.class_archive()
+        assert archive is not None
+        assert [pid for pid in rt.jvms(driver) if rt.maps(pid, archive)], log.read_text()[:3000]
         new = [f"new {i}" for i in range(500)]
         rt.produce(kafka_bootstrap, topics["lines"], ((None, line) for line in new))
 

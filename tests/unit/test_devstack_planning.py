@@ -4,6 +4,9 @@ Test plan:
 - a missing tool is named in one line with how to get it; present tools resolve to paths.
 - only artefacts not yet cached are built, and only their tools are required.
 - the exactly-once writer's jar is cached by its source: an edited source is compiled again.
+- the drivers' class archive is cached by the class path it fits: another virtualenv, a jar
+  reinstalled (its size or time), or another JDK needs an archive of its own; of such
+  per-checkout versions only the few used last are kept.
 - the staging-module list is derived from k8s.io/kubernetes' go.mod.
 - version ldflags stamp both version packages with the pinned release.
 - go output is counted into downloaded modules and compiled packages; other lines are ignored.
@@ -18,6 +21,8 @@ Test plan:
 from __future__ import annotations
 
 import base64
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -71,6 +76,48 @@ def test_rillets_jar_is_compiled_again_when_a_source_changes(tmp_path: Path) -> 
     plugin.write_text("class B { }")
     assert provisioning.jar_version([plugin, writer]) != first
     assert provisioning.RILLET_SPARK.version == provisioning.jar_version()
+
+
+def test_the_class_archive_is_made_again_for_another_class_path(tmp_path: Path) -> None:
+    jars, java = tmp_path / "venv" / "jars", tmp_path / "java"
+    jars.mkdir(parents=True)
+    java.write_text("jvm")
+    (jars / "spark-core.jar").write_text("classes")
+    first = provisioning.driver_classpath_version(jars, str(java))
+    assert provisioning.driver_classpath_version(jars, str(java)) == first
+
+    copy = tmp_path / "other-venv" / "jars"
+    shutil.copytree(jars, copy)  # the same jars, as another checkout's virtualenv has them
+    assert provisioning.driver_classpath_version(copy, str(java)) != first
+
+    os.utime(jars / "spark-core.jar", ns=(0, 0))  # reinstalled: same path, another time
+    assert provisioning.driver_classpath_version(jars, str(java)) != first
+
+    other_java = tmp_path / "java-21"
+    other_java.write_text("jvm")
+    assert provisioning.driver_classpath_version(jars, str(other_java)) != first
+
+
+def test_only_the_versions_used_last_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RILLET_CACHE_DIR", str(tmp_path))
+
+    def build(scratch: Path, target: Path, progress: provisioning.Progress) -> None:
+        (target / "driver.jsa").write_text("classes")
+
+    def made(version: str) -> provisioning.Artefact:
+        return provisioning.Artefact("archive", version, (), build, keep=2)
+
+    for age, version in enumerate(("a", "b", "c")):
+        provisioning.provision(made(version))
+        os.utime(made(version).directory / provisioning.COMPLETE_MARKER, (age, age))
+    provisioning.provision(made("a"))  # used again: now the latest used of the others
+    provisioning.provision(made("d"))
+
+    kept = sorted(entry.name for entry in tmp_path.glob("archive-v*"))
+    assert kept == ["archive-va", "archive-vd"]
+    assert (made("d").directory / "driver.jsa").read_text() == "classes"
 
 
 def test_staging_modules_come_from_go_mod() -> None:

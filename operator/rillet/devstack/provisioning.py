@@ -47,6 +47,9 @@ class Artefact:
     version: str
     tools: tuple[str, ...]
     build: Callable[[Path, Path, Progress], None]  # (scratch dir, target dir, progress) -> None
+    # How many versions to keep, the one in use and those used last (0: all). For artefacts
+    # whose version is a machine's state rather than a release: each checkout makes its own.
+    keep: int = 0
 
     @property
     def directory(self) -> Path:
@@ -70,6 +73,8 @@ def tools_for(artefacts: Iterable[Artefact]) -> set[str]:
 def provision(artefact: Artefact, progress: Progress = no_progress) -> Path:
     """Build the artefact unless cached, reporting how far it got; return its directory."""
     if artefact.present:
+        # Marked as used: what `keep` prunes is the versions used least lately.
+        (artefact.directory / COMPLETE_MARKER).touch()
         return artefact.directory
     scratch = paths.cache_dir() / "build" / f"{artefact.name}-v{artefact.version}"
     target = scratch / "out"
@@ -81,7 +86,20 @@ def provision(artefact: Artefact, progress: Progress = no_progress) -> Path:
     artefact.directory.parent.mkdir(parents=True, exist_ok=True)
     target.rename(artefact.directory)
     shutil.rmtree(scratch, ignore_errors=True)
+    if artefact.keep:
+        for stale in other_versions(artefact)[artefact.keep - 1 :]:
+            shutil.rmtree(stale, ignore_errors=True)
     return artefact.directory
+
+
+def other_versions(artefact: Artefact) -> list[Path]:
+    """The artefact's other cached versions, the latest used first."""
+    found = [
+        entry
+        for entry in paths.cache_dir().glob(f"{artefact.name}-v*")
+        if entry != artefact.directory and (entry / COMPLETE_MARKER).exists()
+    ]
+    return sorted(found, key=lambda entry: (entry / COMPLETE_MARKER).stat().st_mtime, reverse=True)
 
 
 # --- Go builds -------------------------------------------------------------------------------
@@ -418,6 +436,29 @@ def fetch_spark_kafka(scratch: Path, target: Path, progress: Progress) -> None:
 SPARK_CLASSES_FILE = "driver.jsa"
 
 
+def driver_classpath_version(jars: Path | None = None, java: str | None = None) -> str:
+    """The cache key of the drivers' class archive: the class path it was made for.
+
+    A JVM maps a CDS archive only on the class path it was dumped with, each jar at the same
+    path with the same size and modification time, and only if it is the same JVM; otherwise it
+    ignores the archive with a warning and starts as slowly as without. So an archive fits one
+    installation of pyspark (one virtualenv) and one JDK, not a Spark version.
+    """
+    if jars is None:
+        spec = importlib.util.find_spec("pyspark")
+        locations = spec.submodule_search_locations if spec else None
+        jars = Path(next(iter(locations))) / "jars" if locations else Path("no-pyspark")
+    if java is None:  # as pyspark's launcher finds it (spark-class)
+        home = os.environ.get("JAVA_HOME")
+        java = f"{home}/bin/java" if home else shutil.which("java") or "no-java"
+    digest = hashlib.sha256(versions.SPARK.encode())
+    for entry in [Path(java).resolve(), jars, *sorted(jars.glob("*"))]:
+        status = entry.stat() if entry.exists() else None
+        stamp = (status.st_size, status.st_mtime_ns) if status else None
+        digest.update(f"{entry}:{stamp}\n".encode())
+    return digest.hexdigest()[:16]
+
+
 def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None:
     """A class-data sharing archive of a local Spark driver's classes (runtime.classsharing),
     with the connector jars `rillet run` gives it."""
@@ -470,7 +511,13 @@ LOCAL_PATH = Artefact(
 KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
-SPARK_CLASSES = Artefact("spark-classes", versions.SPARK, ("java",), build_spark_classes)
+SPARK_CLASSES = Artefact(
+    "spark-classes",
+    f"{versions.SPARK}-{driver_classpath_version()}",
+    ("java",),
+    build_spark_classes,
+    keep=3,
+)
 # Compiled by the machine's JDK against pyspark and the connector: after SPARK_KAFKA.
 RILLET_SPARK = Artefact("rillet-spark", jar_version(), ("javac",), build_jar)
 # The benchmark's alone (bench/pipeline.py provisions it when it runs).
@@ -489,6 +536,9 @@ ALL = (
     KUBERNETES,
     KUBERNETES_NODE,
 )
+# Made for a checkout (its sources, its virtualenv), not for the stack: a stack another checkout
+# started is reused with these made for this one.
+CHECKOUT_ARTEFACTS = (RILLET_SPARK, SPARK_CLASSES)
 # Only a stack with a worker node runs these.
 NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
 

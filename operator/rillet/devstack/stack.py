@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,8 @@ def up(
         and (current.node is not None) == with_node
         and (current.kafka_security is not None) == secured
     ):
+        # Another checkout may have started it: what follows the checkout is made for this one.
+        _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
         return with_current_images(current, report=report)
     if with_node and (reason := node.can_run_node()):
         raise NodeUnavailableError(
@@ -146,12 +148,17 @@ def up(
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     down()
-    needed = provisioning.missing(provisioning.artefacts(with_node=with_node))
+    _provision(provisioning.artefacts(with_node=with_node), report=report)
+    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+
+
+def _provision(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) -> None:
+    """Build those of the artefacts that are not cached yet, each shown as a step."""
+    needed = provisioning.missing(artefacts)
     toolchain.require(provisioning.tools_for(needed) | {"java"})
     for artefact in needed:
         with report(f"build {artefact.name} v{artefact.version} (cached afterwards)") as update:
             provisioning.provision(artefact, update or provisioning.no_progress)
-    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
 
 
 def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
