@@ -6,6 +6,12 @@ use it).
 
 Figures that tests measure travel in their reports' user properties, and are printed at the end
 of the run by whichever process prints its summary (the controller's, under xdist).
+
+The Spark JVMs the tests start (local sessions, `rillet run` drivers) compile with C1 only: a
+test's Spark runs for seconds, where HotSpot's C2 compiles for longer than it saves. Measured on
+the recovery and word-count tests, 2 cores, alternated: 134 CPU-seconds against 196 to 210, and
+95 to 105 s against 121 to 130. The suite is CPU-bound, so the node's tests run sooner too.
+Benchmarks and Apps (pods) keep HotSpot's defaults and Rillet's JVM flags.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ MEASUREMENT = "measurement"
 NODE_FIXTURES = {"runtime_image", "operator_image"}
 # Set by an xdist controller that found no stack running, for its workers (which inherit it).
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
+# pyspark's launcher puts these in the command of each driver JVM it starts (a test session's,
+# a `rillet run`'s), beside Rillet's and the App's own options. Unless the caller set its own.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
