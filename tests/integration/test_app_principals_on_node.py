@@ -47,6 +47,7 @@ from .conftest import Kube
 from .objects import apply, get, wait_condition
 from .polling import wait_for
 from .test_apps_on_node import (
+    C1_ONLY,
     COUNT_WORDS,
     SMALL,
     driver_running,
@@ -217,6 +218,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
                 "scaling": {"minExecutors": 1, "maxExecutors": 1},
                 "driver": SMALL,
                 "executor": SMALL,
+                "sparkConf": C1_ONLY,
             },
         },
     )

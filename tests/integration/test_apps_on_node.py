@@ -40,13 +40,27 @@ from .runtime_helpers import end_offsets
 
 VOCABULARY = [f"w{n}" for n in range(300)] + ["kafka", "spark", "rillet"]
 SMALL = {"cpu": "200m", "memory": "1Gi"}  # two cores: room for a driver and several executors
+# The JVMs of the Apps of most node tests compile with C1 only (as the test session's own Spark
+# does, tests/conftest.py): what those tests prove does not depend on C2, and the node's two
+# cores are the suite's. The word count's exactness test runs the JVMs as users get them.
+C1_ONLY = {
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+}
 ICU_CASE_MAPPINGS = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
 
 
 def word_count(
-    name: str, namespace: str, *, image: str, reads: str, writes: str, sql: str
+    name: str,
+    namespace: str,
+    *,
+    image: str,
+    reads: str,
+    writes: str,
+    sql: str,
+    spark_conf: Mapping[str, str] | None = C1_ONLY,
 ) -> list[dict[str, Any]]:
-    """A Topic of lines, a Table of counts, and the App between them."""
+    """A Topic of lines, a Table of counts, and the App between them (with `spark_conf`)."""
     return [
         topic(reads, namespace, partitions=6, deletionPolicy="Delete"),
         {
@@ -79,6 +93,7 @@ def word_count(
                 "scaling": {"minExecutors": 1, "maxExecutors": 2, "lagTarget": 20000},
                 "driver": SMALL,
                 "executor": SMALL,
+                **({"sparkConf": dict(spark_conf)} if spark_conf else {}),
             },
         },
     ]
@@ -163,14 +178,27 @@ def names(prefix: str) -> tuple[str, str, str]:
     return f"{prefix}-wc", f"{prefix}-lines", f"{prefix}-counts"
 
 
-def start_word_count(kube: Kube, namespace: str, prefix: str, image: str) -> tuple[str, str, str]:
+def start_word_count(
+    kube: Kube,
+    namespace: str,
+    prefix: str,
+    image: str,
+    *,
+    spark_conf: Mapping[str, str] | None = C1_ONLY,
+) -> tuple[str, str, str]:
     """Apply the word-count App, its Topic and Table, and wait for its driver pod to run; the
     App's, Topic's and Table's names."""
     app, lines, counts = names(prefix)
-    apply(
-        kube,
-        *word_count(app, namespace, image=image, reads=lines, writes=counts, sql=COUNT_WORDS),
+    documents = word_count(
+        app,
+        namespace,
+        image=image,
+        reads=lines,
+        writes=counts,
+        sql=COUNT_WORDS,
+        spark_conf=spark_conf,
     )
+    apply(kube, *documents)
     wait_for(
         driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
     )
@@ -185,7 +213,9 @@ def test_word_count_on_the_node_is_exact(
     runtime_image: str,
     kafka_bootstrap: str,
 ) -> None:
-    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
+    app, lines, counts = start_word_count(
+        kube, namespace, kafka_prefix, runtime_image, spark_conf=None
+    )
     truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
     status = get(kube, "app", app, namespace)["status"]

@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from .conftest import Kube
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
+from .test_apps_on_node import C1_ONLY
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -75,6 +76,7 @@ def copying_app(
             "executor": {"cpu": "250m", "memory": "1Gi"},
             "scaling": SCALING,
             "trigger": {"processingTime": "2s"},
+            "sparkConf": C1_ONLY,
         },
     }
 
