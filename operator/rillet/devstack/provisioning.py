@@ -12,6 +12,7 @@ far, because a cold Kubernetes build takes many minutes and would otherwise look
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -94,12 +95,12 @@ def provision(artefact: Artefact, progress: Progress = no_progress) -> Path:
 
 def other_versions(artefact: Artefact) -> list[Path]:
     """The artefact's other cached versions, the latest used first."""
-    found = [
-        entry
-        for entry in paths.cache_dir().glob(f"{artefact.name}-v*")
-        if entry != artefact.directory and (entry / COMPLETE_MARKER).exists()
-    ]
-    return sorted(found, key=lambda entry: (entry / COMPLETE_MARKER).stat().st_mtime, reverse=True)
+    used: dict[Path, float] = {}
+    for entry in paths.cache_dir().glob(f"{artefact.name}-v*"):
+        with contextlib.suppress(FileNotFoundError):  # incomplete, or pruned meanwhile
+            used[entry] = (entry / COMPLETE_MARKER).stat().st_mtime
+    used.pop(artefact.directory, None)
+    return sorted(used, key=used.__getitem__, reverse=True)
 
 
 # --- Go builds -------------------------------------------------------------------------------
