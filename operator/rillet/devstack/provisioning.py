@@ -74,8 +74,8 @@ def tools_for(artefacts: Iterable[Artefact]) -> set[str]:
 def provision(artefact: Artefact, progress: Progress = no_progress) -> Path:
     """Build the artefact unless cached, reporting how far it got; return its directory."""
     if artefact.present:
-        # Marked as used: what `keep` prunes is the versions used least lately.
-        (artefact.directory / COMPLETE_MARKER).touch()
+        if artefact.keep:  # marked as used: `keep` prunes the versions used least lately
+            (artefact.directory / COMPLETE_MARKER).touch()
         return artefact.directory
     scratch = paths.cache_dir() / "build" / f"{artefact.name}-v{artefact.version}"
     target = scratch / "out"
@@ -437,6 +437,14 @@ def fetch_spark_kafka(scratch: Path, target: Path, progress: Progress) -> None:
 SPARK_CLASSES_FILE = "driver.jsa"
 
 
+def pyspark_jars() -> Path | None:
+    """The jars directory of the pyspark this Python imports, if it has one."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "jars"
+
+
 def driver_classpath_version(jars: Path | None = None, java: str | None = None) -> str:
     """The cache key of the drivers' class archive: the class path it was made for.
 
@@ -445,10 +453,7 @@ def driver_classpath_version(jars: Path | None = None, java: str | None = None) 
     ignores the archive with a warning and starts as slowly as without. So an archive fits one
     installation of pyspark (one virtualenv) and one JDK, not a Spark version.
     """
-    if jars is None:
-        spec = importlib.util.find_spec("pyspark")
-        locations = spec.submodule_search_locations if spec else None
-        jars = Path(next(iter(locations))) / "jars" if locations else Path("no-pyspark")
+    jars = jars or pyspark_jars() or Path("no-pyspark")
     if java is None:  # as pyspark's launcher finds it (spark-class)
         home = os.environ.get("JAVA_HOME")
         java = f"{home}/bin/java" if home else shutil.which("java") or "no-java"
@@ -481,11 +486,10 @@ def jar_version(sources: Sequence[Path] = SOURCES) -> str:
 
 def build_jar(scratch: Path, target: Path, progress: Progress) -> None:
     """Compile Rillet's Java (runtime.jvm) against pyspark's jars and the connector's."""
-    spec = importlib.util.find_spec("pyspark")
-    if spec is None or not spec.submodule_search_locations:
+    jars = pyspark_jars()
+    if jars is None:
         raise RuntimeError("pyspark is not installed: Rillet's Java compiles against it")
-    pyspark_jars = Path(next(iter(spec.submodule_search_locations))) / "jars"
-    classpath = f"{pyspark_jars}/*:{SPARK_KAFKA.directory / 'libs'}/*"
+    classpath = f"{jars}/*:{SPARK_KAFKA.directory / 'libs'}/*"
     classes = scratch / "classes"
     progress(f"javac {' '.join(source.name for source in SOURCES)}")
     run_logged(
