@@ -33,7 +33,10 @@ count: split each line into words, count per word, write the changed counts to a
   processing-time batches' time goes, phase by phase (PHASES), p50 and p99 over their batches;
 - cold start (`--only coldstart`): seconds from spawning `rillet run` (the word count,
   local[2], COLD_LINES lines waiting) to its queries reading and to its first committed batch,
-  on a first start and on a restart from its checkpoint.
+  on a first start and on a restart from its checkpoint;
+- idle cost (`--only idle`): the cores an idle word-count driver (`rillet run` and its JVM) and
+  the broker use over IDLE_SECONDS once its first batch is committed, with Rillet's settings and
+  with Spark's default polling delay (10 ms) in the App's sparkConf, alternated.
 
 The machine has 2 cores shared by the broker, the driver and the benchmark itself: per-core
 figures are per task slot, not per isolated core.
@@ -824,6 +827,109 @@ def cold_starts(bootstrap: str) -> None:
     )
 
 
+# Idle cost ------------------------------------------------------------------------------------
+
+IDLE_SECONDS = 30
+SPARK_POLLING_DELAY = "10ms"  # Spark's default spark.sql.streaming.pollingDelay
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the processes used so far (those gone meanwhile: none)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
+
+
+def process_tree(root: int) -> list[int]:
+    """`root` and its descendants (the driver's JVM is a child of `rillet run`)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            parents.setdefault(parent, []).append(int(entry.name))
+    tree, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        tree.append(pid)
+        pending += parents.get(pid, [])
+    return tree
+
+
+def idle_cost(bootstrap: str, workdir: Path, polling_delay: str | None) -> tuple[float, float]:
+    """Cores used by an idle word-count driver and by the broker, over IDLE_SECONDS after its
+    first batch is committed; `polling_delay`: the App's own spark.sql.streaming.pollingDelay."""
+    from rillet.devstack import stack
+
+    state = stack.running()
+    assert state is not None
+    broker = [p.pid for p in state.processes if p.name.startswith("kafka")]
+    source = create_topic(bootstrap, f"bench.idle.{uuid.uuid4().hex[:8]}", PARTITIONS)
+    table = f"bench.idlecounts.{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, table, PARTITIONS, **{"cleanup.policy": "compact"})
+    documents = app_manifest(source=source, target=table, stateless=False)
+    if polling_delay is not None:
+        documents[-1]["spec"]["sparkConf"] = {"spark.sql.streaming.pollingDelay": polling_delay}
+    manifest = workdir / f"{uuid.uuid4().hex}.yaml"
+    manifest.write_text(yaml.safe_dump_all(documents))
+    produce_lines(bootstrap, source, 100)  # a first batch to commit: then the queries idle
+    log = workdir / f"idle-{uuid.uuid4().hex[:8]}.log"
+    clock = DriverClock(manifest, bootstrap, workdir / uuid.uuid4().hex, log, {})
+    try:
+        clock.first_commit()
+        driver = process_tree(clock.process.pid)
+        before = cpu_seconds(driver), cpu_seconds(broker)
+        started = time.monotonic()
+        time.sleep(IDLE_SECONDS)  # the measurement's window
+        elapsed = time.monotonic() - started
+        after = cpu_seconds(driver), cpu_seconds(broker)
+    finally:
+        clock.stop()
+    return (after[0] - before[0]) / elapsed, (after[1] - before[1]) / elapsed
+
+
+def idle_costs(bootstrap: str) -> None:
+    """Idle cost with Rillet's settings and with Spark's default polling delay, alternated."""
+    runs: dict[str, list[tuple[float, float]]] = {"rillet": [], "spark": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for attempt in range(REPEATS):
+            for name, delay in (("spark", SPARK_POLLING_DELAY), ("rillet", None)):
+                runs[name].append(idle_cost(bootstrap, Path(tmp), delay))
+                driver, broker = runs[name][-1]
+                print(
+                    f"  idle run {attempt + 1}, {name} polling: driver {driver:.3f} cores, "
+                    f"broker {broker:.3f} cores",
+                    flush=True,
+                )
+    medians = {
+        name: tuple(statistics.median(r[i] for r in figures) for i in (0, 1))
+        for name, figures in runs.items()
+    }
+    print()
+    print(
+        f"An idle word-count App (`rillet run`, one query), cores used over {IDLE_SECONDS} s, "
+        f"median of {REPEATS} runs:"
+    )
+    for name, label in (
+        ("spark", f"Spark's polling delay ({SPARK_POLLING_DELAY})"),
+        ("rillet", "Rillet's"),
+    ):
+        driver, broker = medians[name]
+        print(f"  {label:<34} driver {driver:.3f}, broker {broker:.3f}")
+    (rd, rb), (sd, sb) = medians["rillet"], medians["spark"]
+    print(
+        f"idle cost with Rillet's settings: driver {rd / sd:.0%}, broker {rb / sb:.0%} of Spark's"
+    )
+
+
 # Main -----------------------------------------------------------------------------------------
 
 
@@ -872,7 +978,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=REPEATS, help="runs per figure")
     parser.add_argument(
-        "--only", choices=["throughput", "latency", "delivery", "coldstart"], help="one part only"
+        "--only",
+        choices=["throughput", "latency", "delivery", "coldstart", "idle"],
+        help="one part only",
     )
     args = parser.parse_args()
     if args.command == "spark-worker":
@@ -893,6 +1001,8 @@ def run_benchmark(*, only: str | None = None) -> None:
             cold_starts(bootstrap)
         if only in (None, "latency"):
             report_latency(*latencies(bootstrap))
+        if only in (None, "idle"):
+            idle_costs(bootstrap)
     finally:
         delete_bench_topics(bootstrap)
 

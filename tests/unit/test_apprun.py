@@ -195,6 +195,31 @@ def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
     assert own["spark.locality.wait"] == "3s"
 
 
+@pytest.mark.parametrize(
+    ("trigger", "delay"),
+    [
+        (apprun.TriggerSpec(), apprun.IDLE_POLLING_DELAY),
+        (apprun.TriggerSpec(processing_time_ms=0), apprun.IDLE_POLLING_DELAY),
+        (apprun.TriggerSpec(processing_time_ms=100), None),
+        (apprun.TriggerSpec(available_now=True), None),
+        (apprun.TriggerSpec(real_time_ms=300_000), None),
+    ],
+)
+def test_an_idle_back_to_back_query_polls_kafka_less_often(
+    trigger: apprun.TriggerSpec, delay: str | None
+) -> None:
+    spec = _spec("wordcount.yaml").model_copy(update={"trigger": trigger})
+
+    assert apprun.build_spark_conf(spec).get(apprun.POLLING_DELAY) == delay
+
+
+def test_the_apps_own_polling_delay_wins() -> None:
+    spec = _spec("wordcount.yaml")
+    own = spec.model_copy(update={"spark_conf": {apprun.POLLING_DELAY: "10ms"}})
+
+    assert apprun.build_spark_conf(own)[apprun.POLLING_DELAY] == "10ms"
+
+
 def test_jvms_compile_later_and_collect_in_parallel_unless_the_app_says_otherwise() -> None:
     spec = _spec("windowed-clicks.yaml")
 

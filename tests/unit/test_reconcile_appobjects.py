@@ -525,12 +525,18 @@ def test_a_spec_change_changes_the_hash(change: dict[str, Any]) -> None:
     assert _objects(**change).spec_hash != _objects().spec_hash
 
 
-def test_scheduling_defaults_are_not_hashed_but_an_apps_own_value_is() -> None:
-    # A release adding a scheduling default restarts no driver; an App's own value does.
+@pytest.mark.parametrize(
+    ("key", "default", "own_value"),
+    [("spark.locality.wait", "0s", "3s"), ("spark.sql.streaming.pollingDelay", "250ms", "10ms")],
+)
+def test_restart_free_defaults_are_not_hashed_but_an_apps_own_value_is(
+    key: str, default: str, own_value: str
+) -> None:
+    # A release adding such a default restarts no driver; an App's own value does.
     conf = sparkconfs.build_spark_conf(_context())
-    assert conf["spark.locality.wait"] == "0s"
-    assert "spark.locality.wait" not in sparkconfs.hashed(conf)
-    own = _objects(sparkConf={"spark.locality.wait": "3s"})
+    assert conf[key] == default
+    assert key not in sparkconfs.hashed(conf)
+    own = _objects(sparkConf={key: own_value})
     assert own.spec_hash != _objects().spec_hash
 
 

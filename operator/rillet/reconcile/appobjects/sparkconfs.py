@@ -188,10 +188,11 @@ def render(conf: Mapping[str, str]) -> str:
 
 def hashed(conf: Mapping[str, str]) -> dict[str, str]:
     """The conf without the settings whose change must not restart the driver (LIVE_KEYS), nor
-    scheduling settings at Rillet's defaults: a release that adds one restarts no driver (it
-    takes effect at the next start), while an App that sets its own value is restarted."""
+    settings at Rillet's restart-free defaults (scheduling, polling): a release that adds one
+    restarts no driver (it takes effect at the next start), while an App that sets its own value
+    is restarted."""
     return {
         key: value
         for key, value in conf.items()
-        if key not in LIVE_KEYS and apprun.SCHEDULING_DEFAULTS.get(key) != value
+        if key not in LIVE_KEYS and apprun.RESTART_FREE_DEFAULTS.get(key) != value
     }
