@@ -15,6 +15,10 @@ replays only a query's last batch, so one commit per query is all the history ne
 reach the tasks as a local property of the batch's jobs (`PINS_PROPERTY`), and each query keeps
 replicas of its own (lookups.py): a query's pins only grow.
 
+A group's coordinator answers "loading" while it reads its partition of `__consumer_offsets`
+(a new group, a coordinator moved to another broker), and a leader may be moving: a pin asks
+again for up to SETTLE_SECONDS rather than failing the batch and with it the query.
+
 What a pin cannot bring back: a record compaction removed from the Table's topic between the
 first run and the replay (a key's older value, once a newer one follows it). The Table's
 `min.compaction.lag.ms` bounds that window (docs/tables.md).
@@ -27,8 +31,11 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+from rillet.runtime import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,15 @@ PINS_PROPERTY: Final = "rillet.lookups.pins"
 # Spark's own local property of a micro-batch's thread: the query's id (StreamExecution).
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
 TIMEOUT_SECONDS: Final = 30.0
+SETTLE_SECONDS: Final = 30.0
+# A group's coordinator loading its state, not known yet, or moved: Kafka's answer a moment later.
+COORDINATOR_MOVING: Final = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
+)
 
 Pins = dict[str, dict[int, int]]  # topic -> partition -> offset to read up to (exclusive)
 
@@ -50,7 +66,17 @@ class LookupPins:
 
     def pin(self, query_id: str, batch_id: int) -> Pins:
         """The offsets batch `batch_id` of the query reads its Tables up to: those pinned for it
-        before (a replay), else the Tables' end offsets now, committed first."""
+        before (a replay), else the Tables' end offsets now, committed first. Asked again while
+        Kafka is settling (kafka_settling), for up to SETTLE_SECONDS."""
+        retrying = Retrying(
+            retry=retry_if_exception(kafka_settling),
+            stop=stop_after_delay(SETTLE_SECONDS),
+            wait=wait_exponential(multiplier=0.1, max=2),
+            reraise=True,
+        )
+        return retrying(self._pin, query_id, batch_id)
+
+    def _pin(self, query_id: str, batch_id: int) -> Pins:
         partitions = self._partitions()
         batch = f"{query_id}:{batch_id}"
         pinned = self._committed(partitions, batch)
@@ -107,7 +133,16 @@ class LookupPins:
         ).values()
         failed = [tp for tp in future.result().topic_partitions if tp.error is not None]
         if failed:
-            raise KafkaException(f"pinning lookups of {self.group}: {failed[0].error}")
+            raise KafkaException(failed[0].error)  # the KafkaError: kafka_settling reads it
+
+
+def kafka_settling(error: BaseException) -> bool:
+    """Whether a Kafka call failed because a group's coordinator or a partition's leader is
+    loading or moving: the same call succeeds once it has settled."""
+    if watermarks.leadership_moving(error):
+        return True
+    cause = error.args[0] if isinstance(error, KafkaException) and error.args else None
+    return isinstance(cause, KafkaError) and cause.code() in COORDINATOR_MOVING
 
 
 def encode(scope: str, pins: Pins) -> str:
