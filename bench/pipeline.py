@@ -864,14 +864,12 @@ def process_tree(root: int) -> list[int]:
     return tree
 
 
-def idle_cost(bootstrap: str, workdir: Path, polling_delay: str | None) -> tuple[float, float]:
-    """Cores used by an idle word-count driver and by the broker, over IDLE_SECONDS after its
-    first batch is committed; `polling_delay`: the App's own spark.sql.streaming.pollingDelay."""
-    from rillet.devstack import stack
-
-    state = stack.running()
-    assert state is not None
-    broker = [p.pid for p in state.processes if p.name.startswith("kafka")]
+def idle_cost(
+    bootstrap: str, broker_pids: list[int], workdir: Path, polling_delay: str | None
+) -> tuple[float, float]:
+    """Cores used by an idle word-count driver and by the broker (its processes), over
+    IDLE_SECONDS after the driver's first batch is committed; `polling_delay`: the App's own
+    spark.sql.streaming.pollingDelay."""
     source = create_topic(bootstrap, f"bench.idle.{uuid.uuid4().hex[:8]}", PARTITIONS)
     table = f"bench.idlecounts.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, table, PARTITIONS, **{"cleanup.policy": "compact"})
@@ -886,11 +884,11 @@ def idle_cost(bootstrap: str, workdir: Path, polling_delay: str | None) -> tuple
     try:
         clock.first_commit()
         driver = process_tree(clock.process.pid)
-        before = cpu_seconds(driver), cpu_seconds(broker)
+        before = cpu_seconds(driver), cpu_seconds(broker_pids)
         started = time.monotonic()
         time.sleep(IDLE_SECONDS)  # the measurement's window
         elapsed = time.monotonic() - started
-        after = cpu_seconds(driver), cpu_seconds(broker)
+        after = cpu_seconds(driver), cpu_seconds(broker_pids)
     finally:
         clock.stop()
     return (after[0] - before[0]) / elapsed, (after[1] - before[1]) / elapsed
@@ -898,11 +896,16 @@ def idle_cost(bootstrap: str, workdir: Path, polling_delay: str | None) -> tuple
 
 def idle_costs(bootstrap: str) -> None:
     """Idle cost with Rillet's settings and with Spark's default polling delay, alternated."""
+    from rillet.devstack import stack
+
+    state = stack.running()
+    assert state is not None  # bootstrap_servers() found it
+    broker_pids = [p.pid for p in state.processes if p.name.startswith("kafka")]
     runs: dict[str, list[tuple[float, float]]] = {"rillet": [], "spark": []}
     with tempfile.TemporaryDirectory() as tmp:
         for attempt in range(REPEATS):
             for name, delay in (("spark", SPARK_POLLING_DELAY), ("rillet", None)):
-                runs[name].append(idle_cost(bootstrap, Path(tmp), delay))
+                runs[name].append(idle_cost(bootstrap, broker_pids, Path(tmp), delay))
                 driver, broker = runs[name][-1]
                 print(
                     f"  idle run {attempt + 1}, {name} polling: driver {driver:.3f} cores, "

@@ -139,10 +139,7 @@ class LookupPins:
 def kafka_settling(error: BaseException) -> bool:
     """Whether a Kafka call failed because a group's coordinator or a partition's leader is
     loading or moving: the same call succeeds once it has settled."""
-    if watermarks.leadership_moving(error):
-        return True
-    cause = error.args[0] if isinstance(error, KafkaException) and error.args else None
-    return isinstance(cause, KafkaError) and cause.code() in COORDINATOR_MOVING
+    return watermarks.error_code(error) in COORDINATOR_MOVING | watermarks.LEADERSHIP_MOVING
 
 
 def encode(scope: str, pins: Pins) -> str:

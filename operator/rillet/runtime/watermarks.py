@@ -33,12 +33,16 @@ class WatermarkSource(Protocol):
     ) -> tuple[int, int]: ...
 
 
+def error_code(error: BaseException) -> int | None:
+    """The Kafka error code a call failed with; None for other errors, and for a KafkaException
+    its raiser gave a message rather than a KafkaError."""
+    cause = error.args[0] if isinstance(error, KafkaException) and error.args else None
+    return cause.code() if isinstance(cause, KafkaError) else None
+
+
 def leadership_moving(error: BaseException) -> bool:
     """Whether a Kafka call failed because a partition's leader is moving or not yet known."""
-    if not isinstance(error, KafkaException) or not error.args:
-        return False
-    cause = error.args[0]  # a KafkaError, or a message where the raiser gave a string
-    return isinstance(cause, KafkaError) and cause.code() in LEADERSHIP_MOVING
+    return error_code(error) in LEADERSHIP_MOVING
 
 
 def watermarks(
