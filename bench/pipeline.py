@@ -33,7 +33,8 @@ count: split each line into words, count per word, write the changed counts to a
   processing-time batches' time goes, phase by phase (PHASES), p50 and p99 over their batches;
 - cold start (`--only coldstart`): seconds from spawning `rillet run` (the word count,
   local[2], COLD_LINES lines waiting) to its queries reading and to its first committed batch,
-  on a first start and on a restart from its checkpoint;
+  on a first start and on a restart from its checkpoint; and from SIGKILL of a running driver
+  to a warm standby's (a second `rillet run` on the same checkpoint) first committed batch;
 - idle cost (`--only idle`): the cores an idle word-count driver (`rillet run` and its JVM) and
   the broker use over IDLE_SECONDS once its first batch is committed, with Rillet's settings and
   with Spark's default polling delay (10 ms) in the App's sparkConf, alternated.
@@ -45,9 +46,11 @@ figures are per task slot, not per isolated core.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -737,15 +740,19 @@ class DriverClock:
         batches = [int(p.name) for p in self.checkpoint.glob("**/commits/*") if p.name.isdigit()]
         return max(batches, default=-1)
 
-    def first_commit(self, timeout: float = 120) -> tuple[float, float]:
-        """Seconds from spawn to the queries reading, and to the first committed batch."""
+    def first_commit(self, timeout: float = 120, since: float | None = None) -> tuple[float, float]:
+        """Seconds from spawn (or `since`) to the queries reading, and to the first committed
+        batch (above the last one in the checkpoint at spawn, or at `since`)."""
         reading = None
-        deadline = self.spawned + timeout
+        start = self.spawned if since is None else since
+        if since is not None:
+            self.committed_before = self.last_commit()
+        deadline = start + timeout
         while time.monotonic() < deadline:
             if reading is None and "metrics on http" in self.log.read_text(errors="replace"):
-                reading = time.monotonic() - self.spawned
+                reading = time.monotonic() - start
             if self.last_commit() > self.committed_before:
-                done = time.monotonic() - self.spawned
+                done = time.monotonic() - start
                 return reading if reading is not None else done, done
             if self.process.poll() is not None:
                 break
@@ -758,12 +765,38 @@ class DriverClock:
         if self.process.wait(timeout=120) != 0:
             raise RuntimeError(f"the driver failed to stop: {self.log.read_text()[-3000:]}")
 
+    def wait_for_log(self, text: str, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log.read_text(errors="replace"):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError(f"no {text!r} in {self.log}: {self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+
+    def signal(self, signum: signal.Signals) -> None:
+        """`signum` to the driver's process group: its Python and its JVM."""
+        os.killpg(self.process.pid, signum)
+
+
+def standby_takeover(
+    running: DriverClock, standby: DriverClock, bootstrap: str, source: str
+) -> tuple[float, float]:
+    """(reading, first commit) seconds from SIGKILL of the `running` driver, with COLD_LINES
+    lines it did not read, to the warm `standby` (on the same checkpoint) reading them."""
+    standby.wait_for_log("warmed up in")
+    running.signal(signal.SIGSTOP)  # the lines arrive while it can no longer read them
+    produce_lines(bootstrap, source, COLD_LINES)
+    killed = time.monotonic()
+    running.signal(signal.SIGKILL)
+    running.process.wait(timeout=30)
+    return standby.first_commit(since=killed)
+
 
 def cold_start(
     bootstrap: str, workdir: Path, archive: Path | None
-) -> tuple[tuple[float, float], tuple[float, float]]:
-    """(reading, first commit) seconds of a first start on a backlog of COLD_LINES lines, then
-    of a restart from the checkpoint on COLD_LINES more; the driver maps `archive`, if any."""
+) -> tuple[tuple[float, float], ...]:
+    """(reading, first commit) seconds of a first start on a backlog of COLD_LINES lines, of a
+    restart from the checkpoint on COLD_LINES more, and of a warm standby's takeover from a
+    killed driver on COLD_LINES more; the drivers map `archive`, if any."""
     source = create_topic(bootstrap, f"bench.cold.{uuid.uuid4().hex[:8]}", PARTITIONS)
     table = f"bench.coldcounts.{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, table, PARTITIONS, **{"cleanup.policy": "compact"})
@@ -781,8 +814,16 @@ def cold_start(
         try:
             figures.append(clock.first_commit())
         finally:
-            clock.stop()
-    return figures[0], figures[1]
+            if attempt == "first":
+                clock.stop()
+    standby = DriverClock(manifest, bootstrap, checkpoint, workdir / "standby.log", environ)
+    try:
+        figures.append(standby_takeover(clock, standby, bootstrap, source))
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed by the takeover, unless it failed
+            clock.signal(signal.SIGKILL)
+        standby.stop()
+    return tuple(figures)
 
 
 def cold_starts(bootstrap: str) -> None:
@@ -790,40 +831,45 @@ def cold_starts(bootstrap: str) -> None:
     from rillet.devstack import provisioning
 
     archive = provisioning.provision(provisioning.SPARK_CLASSES) / provisioning.SPARK_CLASSES_FILE
-    runs: dict[str, list[tuple[tuple[float, float], tuple[float, float]]]] = {"off": [], "on": []}
+    runs: dict[str, list[tuple[tuple[float, float], ...]]] = {"off": [], "on": []}
     with tempfile.TemporaryDirectory() as tmp:
         for attempt in range(REPEATS):
             for name, used in (("off", None), ("on", archive)):
-                first, restart = cold_start(bootstrap, Path(tmp), used)
-                runs[name].append((first, restart))
+                figures = cold_start(bootstrap, Path(tmp), used)
+                runs[name].append(figures)
+                (r1, c1), (r2, c2), (r3, c3) = figures
                 print(
                     f"  cold start run {attempt + 1}, class archive {name}: first start reading "
-                    f"{first[0]:.1f} s, first batch committed {first[1]:.1f} s; restart "
-                    f"{restart[0]:.1f} s, {restart[1]:.1f} s",
+                    f"{r1:.1f} s, first batch committed {c1:.1f} s; restart {r2:.1f} s, "
+                    f"{c2:.1f} s; standby takeover {r3:.1f} s, {c3:.1f} s",
                     flush=True,
                 )
     print()
     print(
         f"Cold start of the word-count App (`rillet run`, local[2], {COLD_LINES:,} lines waiting), "
-        f"median of {REPEATS} runs, seconds from the process's spawn:"
+        f"median of {REPEATS} runs, seconds from the process's spawn (a standby: from the "
+        f"running driver's SIGKILL):"
     )
-    medians = {}
-    for name, figures in runs.items():
-        (r1, c1), (r2, c2) = (
+    restarts, takeovers = {}, {}
+    for name, runs_of_one in runs.items():
+        (r1, c1), (r2, c2), (r3, c3) = (
             (
-                statistics.median(f[i][0] for f in figures),
-                statistics.median(f[i][1] for f in figures),
+                statistics.median(f[i][0] for f in runs_of_one),
+                statistics.median(f[i][1] for f in runs_of_one),
             )
-            for i in (0, 1)
+            for i in (0, 1, 2)
         )
-        medians[name] = c2
+        restarts[name], takeovers[name] = c2, c3
         print(
             f"  class archive {name}: first start reading {r1:.1f}, first batch committed "
-            f"{c1:.1f}; restart reading {r2:.1f}, first batch committed {c2:.1f}"
+            f"{c1:.1f}; restart reading {r2:.1f}, first batch committed {c2:.1f}; warm standby "
+            f"reading {r3:.1f}, first batch committed {c3:.1f}"
         )
     print(
-        f"restart to first committed batch: {medians['on']:.1f} s with the archive, "
-        f"{medians['off']:.1f} s without ({medians['on'] / medians['off']:.0%}; target <= 5 s)"
+        f"restart to first committed batch: {restarts['on']:.1f} s with the archive, "
+        f"{restarts['off']:.1f} s without ({restarts['on'] / restarts['off']:.0%}); "
+        f"{takeovers['on']:.1f} s with a warm standby "
+        f"({takeovers['on'] / restarts['on']:.0%} of a restart; target <= 5 s)"
     )
 
 

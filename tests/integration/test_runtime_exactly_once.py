@@ -15,8 +15,8 @@ Test plan:
   missing at the end); the at-least-once copy holds every record, and duplicates, which are
   counted and reported;
 - a zombie driver: paused with SIGSTOP (its whole process tree, Python workers included) inside
-  a transaction, a second driver started on the
-  same checkpoint runs to the end, then the first resumed with SIGCONT: its transaction was
+  a transaction, a second driver started on the same checkpoint (its lock unlinked, as where
+  no lock holds) runs to the end, then the first resumed with SIGCONT: its transaction was
   fenced (Kafka aborted it when the second one's producer started), it fails instead of
   committing, and the copy still holds every record exactly once.
 """
@@ -40,7 +40,7 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import watermarks
+from rillet.runtime import driverlock, watermarks
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
@@ -338,6 +338,11 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
             what="the first driver paused inside a transaction",
         )
         tree = _process_tree(zombie.pid)
+        # On one machine the checkpoint's lock keeps a second driver out while the zombie's
+        # JVM lives (runtime.driverlock). Unlinked, the lock stands for where none holds (a
+        # checkpoint on an object store, a node cut off): fencing alone must then keep the
+        # zombie from committing.
+        (tmp_path / "checkpoint" / driverlock.LOCK_FILE).unlink()
         try:
             (tmp_path / "driver.log").rename(zombie_log)
             rt.run_driver_to_end(manifest, kafka_bootstrap, tmp_path, per_batch=FINAL_PER_BATCH)

@@ -9,6 +9,10 @@ Test plan:
   counting); the append Topic holds every input record at least once, with at most one batch
   repeated; the duplicates there are counted and reported in the session's summary
   ("measurements and notes") as well as in the JUnit properties (at-least-once sink);
+- a warm standby: a second `rillet run` on the same checkpoint while the first runs stands by
+  (the checkpoint's lock), warms up and starts nothing; the first keeps going (no concurrent
+  update of the checkpoint); SIGKILL to the first mid-stream, and the standby takes over and
+  runs to the end: the Table equals the ground truth exactly, every record is copied;
 - SIGTERM to the driver's Python process only (as the kubelet signals a container's PID 1)
   mid-stream: the driver exits 0 at a batch boundary (a batch begun but not written is refused,
   not cut), and after a restart the append Topic holds every record exactly once.
@@ -96,7 +100,13 @@ def _setup(
             NewTopic(topics["word-counts"], PARTITIONS, 1, config={"cleanup.policy": "compact"}),
         ],
     )
-    rng = random.Random(7)
+    truth = _produce_lines(bootstrap, topics["sentences"], seed=7)
+    return rt.write_manifests(documents, tmp_path / "app.yaml"), topics, dict(truth)
+
+
+def _produce_lines(bootstrap: str, topic: str, *, seed: int) -> Counter[str]:
+    """LINES random lines of words into `topic`; their word counts."""
+    rng = random.Random(seed)
     lines = [
         " ".join(
             rng.choice(["a", "b", "c", "d", "e", "f", "g"]) + str(rng.randint(0, 60))
@@ -104,11 +114,8 @@ def _setup(
         )
         for _ in range(LINES)
     ]
-    rt.produce(
-        bootstrap, topics["sentences"], ((None, line) for line in lines), partitions=PARTITIONS
-    )
-    truth = Counter(w for line in lines for w in re.split("[^a-z0-9]+", line) if w)
-    return rt.write_manifests(documents, tmp_path / "app.yaml"), topics, dict(truth)
+    rt.produce(bootstrap, topic, ((None, line) for line in lines), partitions=PARTITIONS)
+    return Counter(w for line in lines for w in re.split("[^a-z0-9]+", line) if w)
 
 
 def _processed(bootstrap: str, topic: str) -> int:
@@ -135,9 +142,9 @@ def _table(bootstrap: str, topic: str) -> dict[str, int]:
     return {k.decode(): json.loads(e.value or b"null")["count"] for k, e in latest.items()}
 
 
-def _wait_for_a_quarter(bootstrap: str, topic: str) -> None:
+def _wait_for_a_quarter(bootstrap: str, topic: str, *, after: int = 0) -> None:
     wait_for(
-        lambda: _processed(bootstrap, topic) >= LINES // 4,
+        lambda: _processed(bootstrap, topic) >= after + LINES // 4,
         timeout=180,
         interval=0.1,
         what="a quarter of the input processed",
@@ -199,3 +206,49 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
     copies = rt.copied_positions(kafka_bootstrap, topics["copies"])
     assert len(copies) == LINES
     assert max(copies.values()) == 1, "a batch-boundary stop sends nothing twice"
+
+
+def test_a_standby_takes_over_from_a_killed_driver_and_the_table_stays_exact(
+    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
+) -> None:
+    manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
+    standby_log = tmp_path / "standby.log"
+    with rt.killed_at_exit(
+        rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
+        log=tmp_path / "driver.log",
+    ) as driver:
+        _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
+        standby_process = rt.cli_run(
+            manifest,
+            "-b",
+            kafka_bootstrap,
+            "--checkpoint-dir",
+            str(tmp_path / "checkpoint"),
+            "--max-offsets-per-trigger",
+            str(PER_BATCH),
+            "--available-now",
+            log=standby_log,
+        )
+        with rt.killed_at_exit(standby_process, log=standby_log) as standby:
+            wait_for(
+                lambda: "warmed up in" in standby_log.read_text(errors="replace"),
+                timeout=180,
+                interval=0.2,
+                what="the standby warmed up",
+            )
+            waiting = standby_log.read_text(errors="replace")
+            assert "standing by until it is free" in waiting, waiting[-3000:]
+            assert "App crash.recovering running" not in waiting  # it started no query yet
+            more = _produce_lines(kafka_bootstrap, topics["sentences"], seed=8)
+            _wait_for_a_quarter(kafka_bootstrap, topics["sentences"], after=LINES)
+            assert driver.poll() is None, "the first driver stopped while the standby waited"
+            os.killpg(driver.pid, signal.SIGKILL)
+            driver.wait(timeout=30)
+            killed_at = _processed(kafka_bootstrap, topics["sentences"])
+            assert killed_at < 2 * LINES, "the driver should have been killed mid-stream"
+            assert standby.wait(timeout=300) == 0, standby_log.read_text()[-3000:]
+
+    assert "CONCURRENT_STREAM_LOG_UPDATE" not in (tmp_path / "driver.log").read_text()
+    assert "taking over" in standby_log.read_text()
+    assert _table(kafka_bootstrap, topics["word-counts"]) == dict(Counter(truth) + more)
+    assert len(rt.copied_positions(kafka_bootstrap, topics["copies"])) == 2 * LINES

@@ -30,6 +30,7 @@ from rillet.runtime import (
     checkpoints,
     classsharing,
     committing,
+    driverlock,
     jvm,
     listening,
     metrics,
@@ -38,6 +39,7 @@ from rillet.runtime import (
     progress,
     reading,
     records,
+    warmup,
     writing,
 )
 
@@ -298,23 +300,57 @@ def run(
     spark = build_session(spec, run_options)
     driver = Driver(spark, spec, on_batch=on_batch)
     stop = threading.Event()
+    directory = driverlock.local_directory(spec.checkpoint_location)
+    lock = None if directory is None else driverlock.DriverLock(spark, directory)
     try:
-        with stop_on_signals(stop), (alongside or _nothing)(spark):
-            driver.start()
-            driver.wait_until_reading(stop)
-            # Served once the queries read: a driver pod is Ready when its metrics port answers,
-            # so a driver that refuses to start (a lost checkpoint) is never Ready, even briefly.
-            if run_options.metrics_port is not None:
-                port = driver.metrics.serve(
-                    host=run_options.metrics_host, port=run_options.metrics_port
-                )
-                log.info("metrics on http://%s:%s/metrics", run_options.metrics_host, port)
-            log.info("App %s.%s running %d queries", spec.namespace, spec.app, len(driver.queries))
-            driver.wait(stop)
+        with stop_on_signals(stop):
+            if lock is not None and not take_checkpoint(lock, spark, spec, stop):
+                return  # stopped while standing by: nothing was started
+            with (alongside or _nothing)(spark):
+                _drive(driver, spec, run_options, stop)
     finally:
         driver.stop(timeout=run_options.stop_timeout_seconds)
         driver.metrics.close()
+        if lock is not None:
+            lock.close()
         spark.stop()
+
+
+def take_checkpoint(
+    lock: driverlock.DriverLock, spark: SparkSession, spec: apprun.RunSpec, stop: threading.Event
+) -> bool:
+    """Hold the App's checkpoint; whether it is held (not if `stop` was set first).
+
+    A checkpoint held by another driver makes this one a warm standby: it warms up, then waits
+    for the lock, and starts once the other driver's JVM is gone.
+    """
+    if lock.try_acquire():
+        return True
+    log.info(
+        "the checkpoint %s is held by another driver (%s): standing by until it is free",
+        spec.checkpoint_location,
+        lock.holder() or "unknown",
+    )
+    warmup.warm_up(spark, spec, until=lambda: stop.is_set() or lock.try_acquire())
+    if not lock.acquire(stop):
+        return False
+    log.info("the checkpoint is free: taking over")
+    return True
+
+
+def _drive(
+    driver: Driver, spec: apprun.RunSpec, run_options: RunOptions, stop: threading.Event
+) -> None:
+    """Start the App's queries and run them until they end, one fails, or `stop` is set."""
+    driver.start()
+    driver.wait_until_reading(stop)
+    # Served once the queries read: a driver pod is Ready when its metrics port answers,
+    # so a driver that refuses to start (a lost checkpoint) is never Ready, even briefly.
+    if run_options.metrics_port is not None:
+        port = driver.metrics.serve(host=run_options.metrics_host, port=run_options.metrics_port)
+        log.info("metrics on http://%s:%s/metrics", run_options.metrics_host, port)
+    log.info("App %s.%s running %d queries", spec.namespace, spec.app, len(driver.queries))
+    driver.wait(stop)
 
 
 def _nothing(spark: SparkSession) -> AbstractContextManager[object]:

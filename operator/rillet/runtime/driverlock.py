@@ -1,0 +1,86 @@
+"""One driver at a time per checkpoint: an exclusive lock that is freed when its holder dies.
+
+Two drivers on one checkpoint would both plan batches into its offset log: one of them fails
+with Spark's "concurrent update" error at best, and both write the same records. So a driver
+whose checkpoint is a local path (a `rillet run` directory, an App's volume) locks
+`<checkpoint>/driver.lock` before it starts a query, and holds it until it ends.
+
+The driver's JVM holds the lock (a java.nio FileLock, an fcntl lock), not its Python process:
+every checkpoint write comes from the JVM, and a JVM outlives a SIGKILLed Python process by
+the moment it takes to see its parent gone, possibly planning one more batch. The kernel frees
+the lock when the JVM's process ends, however it ends, so the next driver never waits on a
+lease to expire: this is what lets a warm standby (`runtime.warmup`) take over in seconds.
+
+A checkpoint on an object store (s3a://, gs://...) has no such lock: it is not locked, and the
+Kubernetes objects keep one driver per App there (a StatefulSet of one).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = "driver.lock"
+POLL_SECONDS = 0.1
+
+
+def local_directory(checkpoint_location: str) -> Path | None:
+    """The checkpoint's directory when it is a local path (or file: URL), else None."""
+    scheme = urlsplit(checkpoint_location).scheme
+    if scheme not in ("", "file"):
+        return None
+    return Path(checkpoint_location.removeprefix("file://").removeprefix("file:"))
+
+
+class DriverLock:
+    """The lock of one checkpoint directory, taken by this driver's JVM."""
+
+    def __init__(self, spark: SparkSession, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / LOCK_FILE
+        jvm = spark.sparkContext._jvm  # java.nio's FileLock: only reachable through py4j
+        assert jvm is not None
+        self._channel: Any = jvm.java.io.RandomAccessFile(str(self.path), "rw").getChannel()
+        self._lock: Any = None
+
+    @property
+    def held(self) -> bool:
+        return self._lock is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free; whether this driver holds it."""
+        if self._lock is None:
+            self._lock = self._channel.tryLock()  # None while another process holds it
+            if self._lock is not None:
+                # Only a name for whoever waits: the lock is the JVM's, not this text.
+                self.path.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+        return self._lock is not None
+
+    def acquire(self, stop: threading.Event) -> bool:
+        """Wait for the lock until it is taken (True) or `stop` is set (False)."""
+        while not self.try_acquire():
+            if stop.wait(POLL_SECONDS):
+                return False
+        return True
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it (empty if unknown)."""
+        try:
+            return self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        """Release the lock (closing the channel releases it)."""
+        self._lock = None
+        self._channel.close()
