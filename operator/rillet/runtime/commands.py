@@ -163,7 +163,11 @@ def run_app(
     available_now: AvailableNowOption = False,
     max_offsets_per_trigger: MaxOffsetsOption = None,
 ) -> None:
-    """Run an App on local Spark until it ends or is stopped (SIGTERM or Ctrl-C: at a batch end)."""
+    """Run an App on local Spark until it ends or is stopped (SIGTERM or Ctrl-C: at a batch end).
+
+    A second run of the App on the same checkpoint is its warm standby: it warms up, waits, and
+    takes over within seconds once the first one's process is gone.
+    """
     _start_logging()
     if not jars:
         raise typer.BadParameter(
