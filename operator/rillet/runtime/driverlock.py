@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from py4j.protocol import Py4JJavaError
+
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession
 
@@ -32,6 +34,12 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = "driver.lock"
 POLL_SECONDS = 0.1
+
+
+def _refused(error: Py4JJavaError) -> bool:
+    """Whether tryLock failed because the filesystem takes no locks (an IOException such as
+    "No locks available"), not because of a bug."""
+    return str(error.java_exception.getClass().getName()) == "java.io.IOException"
 
 
 def local_directory(checkpoint_location: str) -> Path | None:
@@ -52,19 +60,29 @@ class DriverLock:
         assert jvm is not None
         self._channel: Any = jvm.java.io.RandomAccessFile(str(self.path), "rw").getChannel()
         self._lock: Any = None
-
-    @property
-    def held(self) -> bool:
-        return self._lock is not None
+        self.unlocked = False  # the filesystem refused to lock: going on without
 
     def try_acquire(self) -> bool:
-        """Take the lock if it is free; whether this driver holds it."""
-        if self._lock is None:
-            self._lock = self._channel.tryLock()  # None while another process holds it
+        """Take the lock if it is free; whether this driver holds it (or may go on without)."""
+        if self._lock is None and not self.unlocked:
+            try:
+                self._lock = self._channel.tryLock()  # None while another process holds it
+            except Py4JJavaError as error:
+                if not _refused(error):
+                    raise
+                # A volume mounted without locks (NFS with `nolock`): ENOLCK. Refusing to start
+                # would stop every App there; a driver alone on its checkpoint needs no lock.
+                log.warning(
+                    "the checkpoint's filesystem takes no locks (%s): running unlocked, with "
+                    "nothing to keep a second driver off this checkpoint",
+                    error.java_exception.getMessage(),
+                )
+                self.unlocked = True
+                return True
             if self._lock is not None:
                 # Only a name for whoever waits: the lock is the JVM's, not this text.
                 self.path.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
-        return self._lock is not None
+        return self._lock is not None or self.unlocked
 
     def acquire(self, stop: threading.Event) -> bool:
         """Wait for the lock until it is taken (True) or `stop` is set (False)."""
