@@ -741,12 +741,10 @@ class DriverClock:
         return max(batches, default=-1)
 
     def first_commit(self, timeout: float = 120, since: float | None = None) -> tuple[float, float]:
-        """Seconds from spawn (or `since`) to the queries reading, and to the first committed
-        batch (above the last one in the checkpoint at spawn, or at `since`)."""
+        """Seconds from spawn (or `since`) to the queries reading, and to the first batch
+        committed above `committed_before` (the checkpoint's last at spawn, unless reset)."""
         reading = None
         start = self.spawned if since is None else since
-        if since is not None:
-            self.committed_before = self.last_commit()
         deadline = start + timeout
         while time.monotonic() < deadline:
             if reading is None and "metrics on http" in self.log.read_text(errors="replace"):
@@ -785,6 +783,7 @@ def standby_takeover(
     standby.wait_for_log("warmed up in")
     running.signal(signal.SIGSTOP)  # the lines arrive while it can no longer read them
     produce_lines(bootstrap, source, COLD_LINES)
+    standby.committed_before = running.last_commit()  # what the running one had committed
     killed = time.monotonic()
     running.signal(signal.SIGKILL)
     running.process.wait(timeout=30)
@@ -806,23 +805,25 @@ def cold_start(
     checkpoint = workdir / uuid.uuid4().hex
     # A path that names no file turns the archive off (rillet.runtime.classsharing).
     environ = {"RILLET_SPARK_CLASS_ARCHIVE": str(archive or workdir / "no-archive")}
-    figures = []
-    for attempt in ("first", "restart"):
-        produce_lines(bootstrap, source, COLD_LINES)
-        log = workdir / f"{attempt}.log"
-        clock = DriverClock(manifest, bootstrap, checkpoint, log, environ)
-        try:
-            figures.append(clock.first_commit())
-        finally:
-            if attempt == "first":
-                clock.stop()
-    standby = DriverClock(manifest, bootstrap, checkpoint, workdir / "standby.log", environ)
+    produce_lines(bootstrap, source, COLD_LINES)
+    first = DriverClock(manifest, bootstrap, checkpoint, workdir / "first.log", environ)
     try:
-        figures.append(standby_takeover(clock, standby, bootstrap, source))
+        figures = [first.first_commit()]
     finally:
-        with contextlib.suppress(ProcessLookupError):  # killed by the takeover, unless it failed
-            clock.signal(signal.SIGKILL)
+        first.stop()
+    produce_lines(bootstrap, source, COLD_LINES)
+    restart = DriverClock(manifest, bootstrap, checkpoint, workdir / "restart.log", environ)
+    standby = None
+    try:
+        figures.append(restart.first_commit())
+        standby = DriverClock(manifest, bootstrap, checkpoint, workdir / "standby.log", environ)
+        figures.append(standby_takeover(restart, standby, bootstrap, source))
         standby.stop()
+    finally:  # whatever failed: no driver left running into the next measurement
+        for clock in (restart, standby):
+            with contextlib.suppress(ProcessLookupError):
+                if clock is not None:
+                    clock.signal(signal.SIGKILL)
     return tuple(figures)
 
 

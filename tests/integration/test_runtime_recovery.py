@@ -12,7 +12,9 @@ Test plan:
 - a warm standby: a second `rillet run` on the same checkpoint while the first runs stands by
   (the checkpoint's lock), warms up and starts nothing; the first keeps going (no concurrent
   update of the checkpoint); SIGKILL to the first mid-stream, and the standby takes over and
-  runs to the end: the Table equals the ground truth exactly, every record is copied;
+  runs to the end: the Table equals the ground truth exactly, every record is copied (the
+  App's SQL makes a plain temporary view, which the warm-up must not leave behind); a third
+  driver, standing by too, sent SIGTERM, exits 0 at once and never takes over;
 - SIGTERM to the driver's Python process only (as the kubelet signals a container's PID 1)
   mid-stream: the driver exits 0 at a batch boundary (a batch begun but not written is refused,
   not cut), and after a restart the append Topic holds every record exactly once.
@@ -27,6 +29,7 @@ import os
 import random
 import re
 import signal
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -71,8 +74,9 @@ spec:
       startingOffsets: earliest
   pipeline:
     sql: |
-      -- every record, keyed by where it came from (to count duplicates downstream)
-      CREATE OR REPLACE TEMPORARY VIEW copied AS
+      -- every record, keyed by where it came from (to count duplicates downstream); not
+      -- OR REPLACE: a standby's warm-up must leave no view behind for its takeover to meet
+      CREATE TEMPORARY VIEW copied AS
         SELECT partition, offset, value AS line FROM sentences;
       SELECT word, count(*) AS count
       FROM (SELECT explode(split(lower(value), '[^a-z0-9]+')) AS word FROM sentences)
@@ -208,39 +212,55 @@ def test_sigterm_stops_at_a_batch_boundary_without_duplicates(
     assert max(copies.values()) == 1, "a batch-boundary stop sends nothing twice"
 
 
+def _standby(manifest: Path, bootstrap: str, tmp_path: Path, log: Path) -> subprocess.Popen[bytes]:
+    """A second `rillet run` of the App on its checkpoint, to the end of its input."""
+    checkpoint = str(tmp_path / "checkpoint")
+    per_batch = str(PER_BATCH)
+    return rt.cli_run(
+        manifest,
+        *("-b", bootstrap, "--checkpoint-dir", checkpoint, "--max-offsets-per-trigger", per_batch),
+        "--available-now",
+        log=log,
+    )
+
+
+def _warmed(log: Path) -> None:
+    wait_for(
+        lambda: "warmed up in" in log.read_text(errors="replace"),
+        timeout=180,
+        interval=0.2,
+        what=f"the standby of {log.name} warmed up",
+    )
+
+
 def test_a_standby_takes_over_from_a_killed_driver_and_the_table_stays_exact(
     kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
 ) -> None:
     manifest, topics, truth = _setup(kafka_admin, kafka_bootstrap, kafka_prefix, tmp_path)
-    standby_log = tmp_path / "standby.log"
+    standby_log, stopped_log = tmp_path / "standby.log", tmp_path / "stopped-standby.log"
     with rt.killed_at_exit(
         rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
         log=tmp_path / "driver.log",
     ) as driver:
         _wait_for_a_quarter(kafka_bootstrap, topics["sentences"])
-        standby_process = rt.cli_run(
-            manifest,
-            "-b",
-            kafka_bootstrap,
-            "--checkpoint-dir",
-            str(tmp_path / "checkpoint"),
-            "--max-offsets-per-trigger",
-            str(PER_BATCH),
-            "--available-now",
-            log=standby_log,
-        )
-        with rt.killed_at_exit(standby_process, log=standby_log) as standby:
-            wait_for(
-                lambda: "warmed up in" in standby_log.read_text(errors="replace"),
-                timeout=180,
-                interval=0.2,
-                what="the standby warmed up",
-            )
-            waiting = standby_log.read_text(errors="replace")
-            assert "standing by until it is free" in waiting, waiting[-3000:]
-            assert "App crash.recovering running" not in waiting  # it started no query yet
+        with (
+            rt.killed_at_exit(
+                _standby(manifest, kafka_bootstrap, tmp_path, standby_log), log=standby_log
+            ) as standby,
+            rt.killed_at_exit(
+                _standby(manifest, kafka_bootstrap, tmp_path, stopped_log), log=stopped_log
+            ) as stopped,
+        ):
+            _warmed(standby_log)
+            _warmed(stopped_log)
+            # A standby stopped while it stands by ends at once, having started nothing.
+            stopped.send_signal(signal.SIGTERM)
+            assert stopped.wait(timeout=60) == 0, stopped_log.read_text()[-3000:]
             more = _produce_lines(kafka_bootstrap, topics["sentences"], seed=8)
             _wait_for_a_quarter(kafka_bootstrap, topics["sentences"], after=LINES)
+            waiting = standby_log.read_text(errors="replace")
+            assert "standing by until it is free" in waiting, waiting[-3000:]
+            assert "taking over" not in waiting  # it started no query while the first one ran
             assert driver.poll() is None, "the first driver stopped while the standby waited"
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait(timeout=30)
@@ -248,7 +268,9 @@ def test_a_standby_takes_over_from_a_killed_driver_and_the_table_stays_exact(
             assert killed_at < 2 * LINES, "the driver should have been killed mid-stream"
             assert standby.wait(timeout=300) == 0, standby_log.read_text()[-3000:]
 
-    assert "CONCURRENT_STREAM_LOG_UPDATE" not in (tmp_path / "driver.log").read_text()
-    assert "taking over" in standby_log.read_text()
+    logs = [p.read_text() for p in (tmp_path / "driver.log", standby_log, stopped_log)]
+    assert not any("CONCURRENT_STREAM_LOG_UPDATE" in log for log in logs)
+    assert "taking over" in logs[1]
+    assert "taking over" not in logs[2]
     assert _table(kafka_bootstrap, topics["word-counts"]) == dict(Counter(truth) + more)
     assert len(rt.copied_positions(kafka_bootstrap, topics["copies"])) == 2 * LINES

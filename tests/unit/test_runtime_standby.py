@@ -1,7 +1,8 @@
 """A standby driver: which checkpoints it can lock, and what its warm-up reads and writes.
 
 Test plan:
-- a local path or file: URL is locked in its own directory; an object-store URL is not;
+- a local path or file: URL (with a host, or escapes) is locked in its own directory; an
+  object-store URL is not;
 - the warm-up reads one batch of at most WARM_UP_RECORDS records per query from the start of
   each topic input (whatever the App's own startingOffsets, limit or trigger), Tables as they
   are, and keeps every checkpoint under its scratch directory, never the App's.
@@ -52,6 +53,8 @@ def _spec() -> apprun.RunSpec:
         (".rillet/checkpoints/web/clicks", Path(".rillet/checkpoints/web/clicks")),
         ("file:///checkpoint/clicks", Path("/checkpoint/clicks")),
         ("file:/checkpoint/clicks", Path("/checkpoint/clicks")),
+        ("file://localhost/checkpoint/clicks", Path("/checkpoint/clicks")),
+        ("file:///check%20points/clicks", Path("/check points/clicks")),
         ("s3a://bucket/checkpoints/clicks", None),
         ("gs://bucket/clicks", None),
     ],

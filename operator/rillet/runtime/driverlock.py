@@ -7,25 +7,29 @@ whose checkpoint is a local path (a `rillet run` directory, an App's volume) loc
 
 The driver's JVM holds the lock (a java.nio FileLock, an fcntl lock), not its Python process:
 every checkpoint write comes from the JVM, and a JVM outlives a SIGKILLed Python process by
-the moment it takes to see its parent gone, possibly planning one more batch. The kernel frees
-the lock when the JVM's process ends, however it ends, so the next driver never waits on a
-lease to expire: this is what lets a warm standby (`runtime.warmup`) take over in seconds.
+the moment it takes to see its parent gone, possibly planning one more batch. On a local disk
+the kernel frees the lock when the JVM's process ends, however it ends (on NFS the server
+frees it, once the client's lease lapses if the client vanished): this is what lets a warm
+standby (`runtime.warmup`) take over in seconds.
 
-A checkpoint on an object store (s3a://, gs://...) has no such lock: it is not locked, and the
-Kubernetes objects keep one driver per App there (a StatefulSet of one).
+On Kubernetes a driver pod finds the lock held only while the pod before it still runs on the
+node (force-deleted, its containers not yet killed): it waits for that JVM rather than write
+beside it. A checkpoint on an object store (s3a://, gs://...) has no such lock: it is not
+locked, and the Kubernetes objects keep one driver per App there (a StatefulSet of one).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from py4j.protocol import Py4JJavaError
+from py4j.protocol import Py4JError, Py4JJavaError
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession
@@ -36,18 +40,21 @@ LOCK_FILE = "driver.lock"
 POLL_SECONDS = 0.1
 
 
-def _refused(error: Py4JJavaError) -> bool:
-    """Whether tryLock failed because the filesystem takes no locks (an IOException such as
-    "No locks available"), not because of a bug."""
-    return str(error.java_exception.getClass().getName()) == "java.io.IOException"
+def _no_locks(error: Py4JJavaError) -> bool:
+    """Whether tryLock failed with ENOLCK: the filesystem takes no locks (NFSv3 without its
+    lock daemon), not a transient error or a bug."""
+    java = error.java_exception
+    return str(java.getClass().getName()) == "java.io.IOException" and (
+        "No locks available" in str(java.getMessage())
+    )
 
 
 def local_directory(checkpoint_location: str) -> Path | None:
     """The checkpoint's directory when it is a local path (or file: URL), else None."""
-    scheme = urlsplit(checkpoint_location).scheme
-    if scheme not in ("", "file"):
-        return None
-    return Path(checkpoint_location.removeprefix("file://").removeprefix("file:"))
+    url = urlsplit(checkpoint_location)
+    if url.scheme == "file":
+        return Path(unquote(url.path))
+    return Path(checkpoint_location) if url.scheme == "" else None
 
 
 class DriverLock:
@@ -55,12 +62,13 @@ class DriverLock:
 
     def __init__(self, spark: SparkSession, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / LOCK_FILE
+        self.path = directory.absolute() / LOCK_FILE  # the JVM resolves paths on its own
         jvm = spark.sparkContext._jvm  # java.nio's FileLock: only reachable through py4j
         assert jvm is not None
         self._channel: Any = jvm.java.io.RandomAccessFile(str(self.path), "rw").getChannel()
         self._lock: Any = None
-        self.unlocked = False  # the filesystem refused to lock: going on without
+        self.unlocked = False  # the filesystem takes no locks: going on without
+        self._seen_held = False
 
     def try_acquire(self) -> bool:
         """Take the lock if it is free; whether this driver holds it (or may go on without)."""
@@ -68,10 +76,14 @@ class DriverLock:
             try:
                 self._lock = self._channel.tryLock()  # None while another process holds it
             except Py4JJavaError as error:
-                if not _refused(error):
+                if self._seen_held:  # a network volume's hiccup: the holder is still there
+                    log.debug("locking the checkpoint failed, trying again: %s", error)
+                    return False
+                if not _no_locks(error):
                     raise
-                # A volume mounted without locks (NFS with `nolock`): ENOLCK. Refusing to start
-                # would stop every App there; a driver alone on its checkpoint needs no lock.
+                # Refusing to start would stop every App on such a volume, and a driver alone
+                # on its checkpoint needs no lock. Only at the first try: a driver that saw the
+                # lock held never goes on without it.
                 log.warning(
                     "the checkpoint's filesystem takes no locks (%s): running unlocked, with "
                     "nothing to keep a second driver off this checkpoint",
@@ -79,17 +91,23 @@ class DriverLock:
                 )
                 self.unlocked = True
                 return True
-            if self._lock is not None:
+            if self._lock is None:
+                self._seen_held = True
+            else:
                 # Only a name for whoever waits: the lock is the JVM's, not this text.
-                self.path.write_text(f"pid {os.getpid()} on {socket.gethostname()}\n")
+                self.path.write_text(
+                    f"pid {os.getpid()} on {socket.gethostname()}\n", encoding="utf-8"
+                )
         return self._lock is not None or self.unlocked
 
     def acquire(self, stop: threading.Event) -> bool:
-        """Wait for the lock until it is taken (True) or `stop` is set (False)."""
-        while not self.try_acquire():
-            if stop.wait(POLL_SECONDS):
-                return False
-        return True
+        """Wait for the lock until it is taken (True) or `stop` is set (False, even when the
+        lock came free at the same moment)."""
+        while not stop.is_set():
+            if self.try_acquire():
+                return True
+            stop.wait(POLL_SECONDS)
+        return False
 
     def holder(self) -> str:
         """Who holds the lock, as its holder wrote it (empty if unknown)."""
@@ -99,6 +117,7 @@ class DriverLock:
             return ""
 
     def close(self) -> None:
-        """Release the lock (closing the channel releases it)."""
+        """Release the lock (closing the channel releases it; a JVM already gone released it)."""
         self._lock = None
-        self._channel.close()
+        with contextlib.suppress(Py4JError):
+            self._channel.close()

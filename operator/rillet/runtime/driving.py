@@ -300,23 +300,28 @@ def run(
     spark = build_session(spec, run_options)
     driver = Driver(spark, spec, on_batch=on_batch)
     stop = threading.Event()
-    directory = driverlock.local_directory(spec.checkpoint_location)
-    lock = None if directory is None else driverlock.DriverLock(spark, directory)
+    lock = None
     try:
+        directory = driverlock.local_directory(spec.checkpoint_location)
+        lock = None if directory is None else driverlock.DriverLock(spark, directory)
         with stop_on_signals(stop):
-            if lock is not None and not take_checkpoint(lock, spark, spec, stop):
+            if lock is not None and not hold_checkpoint(lock, spark, spec, stop):
                 return  # stopped while standing by: nothing was started
             with (alongside or _nothing)(spark):
                 _drive(driver, spec, run_options, stop)
     finally:
-        driver.stop(timeout=run_options.stop_timeout_seconds)
-        driver.metrics.close()
-        if lock is not None:
-            lock.close()
-        spark.stop()
+        try:
+            driver.stop(timeout=run_options.stop_timeout_seconds)
+            driver.metrics.close()
+            spark.stop()
+        finally:
+            # Last: until the session has stopped, its state stores may still write into the
+            # checkpoint (maintenance), which the next driver must not see.
+            if lock is not None:
+                lock.close()
 
 
-def take_checkpoint(
+def hold_checkpoint(
     lock: driverlock.DriverLock, spark: SparkSession, spec: apprun.RunSpec, stop: threading.Event
 ) -> bool:
     """Hold the App's checkpoint; whether it is held (not if `stop` was set first).

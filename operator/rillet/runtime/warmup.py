@@ -5,14 +5,16 @@ consumers' set-up (8 s here for a word count, against 1 s for the same batch in 
 ran it before). A driver that finds its checkpoint held by another (`runtime.driverlock`)
 stands by: it pays that cost while it waits, so that it takes over warm.
 
-The warm-up runs every output's plan on a few of its inputs' first records into the noop
-sink, under a scratch checkpoint. It writes nothing: no Kafka record, no offset commit, and
-the App's checkpoint is not touched. It is best effort: a warm-up that fails or finds no
-record only leaves the driver as cold as a driver without one.
+The warm-up runs every output's plan on at most WARM_UP_RECORDS of each input's first records
+into the noop sink, under a scratch checkpoint, in a session of its own. It writes nothing:
+no Kafka record, no offset commit, and the App's checkpoint is not touched. It is best effort:
+a warm-up that fails or finds no record only leaves the driver as cold as a driver without
+one. An App that looks Tables up is not warmed (see `warm_up`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 import time
@@ -52,25 +54,45 @@ def warm_spec(spec: apprun.RunSpec, scratch: str) -> apprun.RunSpec:
 
 
 def warm_up(spark: SparkSession, spec: apprun.RunSpec, *, until: Callable[[], bool]) -> None:
-    """Run the App's plan once into the noop sink; end early once `until()` holds."""
+    """Run the App's plan once into the noop sink; end early once `until()` holds.
+
+    In a session of its own: the pipeline's temporary views, SQL settings and listeners stay
+    apart from the App's, whose pipeline then runs as in a new driver (a plain `CREATE
+    TEMPORARY VIEW` would otherwise find its view already there). The JVM, its compiled code
+    and the Python workers are shared: they are what is warmed.
+    """
+    if any(item.lookups for item in spec.inputs):
+        # Unpinned, a lookup copies the whole Table into each worker for nothing: the App's
+        # pinned batches read replicas of their own (runtime.lookups).
+        log.info("no warm-up: the App looks Tables up")
+        return
     started = time.monotonic()
     queries: list[StreamingQuery] = []
-    with tempfile.TemporaryDirectory(prefix="rillet-warm-up-") as scratch:
+    with tempfile.TemporaryDirectory(
+        prefix="rillet-warm-up-", ignore_cleanup_errors=True
+    ) as scratch:
         try:
-            queries = _start(spark, warm_spec(spec, scratch))
-            _wait(queries, until=until, deadline=started + TIMEOUT_SECONDS)
+            _start(spark.newSession(), warm_spec(spec, scratch), queries)
+            done = _wait(queries, until=until, deadline=started + TIMEOUT_SECONDS)
         except Exception as error:  # a cold takeover is still a takeover
             log.warning("the warm-up failed (the driver will start cold): %s", error)
+            return
         finally:
             for query in queries:
-                query.stop()
-    log.info("warmed up in %.1f s", time.monotonic() - started)
+                with contextlib.suppress(Exception):  # stopping is all that is left to do
+                    query.stop()
+    took = time.monotonic() - started
+    if done:
+        log.info("warmed up in %.1f s", took)
+    else:
+        log.info("the warm-up ended unfinished after %.1f s", took)
 
 
-def _start(spark: SparkSession, spec: apprun.RunSpec) -> list[StreamingQuery]:
+def _start(spark: SparkSession, spec: apprun.RunSpec, queries: list[StreamingQuery]) -> None:
+    """Start one noop query per output of the App's plan, into `queries` (the caller stops
+    them, also those started before a failure)."""
     inputs = reading.read_inputs(spark, spec)
     results = pipelines.run_pipeline(spark, spec.pipeline, inputs.views)
-    queries = []
     for output in spec.outputs:
         frame = results.get(output.result)
         exprs = records.build_record_exprs(output, frame.columns)
@@ -80,13 +102,13 @@ def _start(spark: SparkSession, spec: apprun.RunSpec) -> list[StreamingQuery]:
         queries.append(
             writer.option("checkpointLocation", apprun.output_checkpoint(spec, output)).start()
         )
-    return queries
 
 
-def _wait(queries: list[StreamingQuery], *, until: Callable[[], bool], deadline: float) -> None:
-    """Until each query reported a trigger (its batch ran, or it found no record), ended, or
-    `until()` holds, or the deadline passed."""
+def _wait(queries: list[StreamingQuery], *, until: Callable[[], bool], deadline: float) -> bool:
+    """Until each query reported a trigger (its batch ran, or it found no record) or ended
+    (True), or `until()` holds or the deadline passed (False)."""
     while not until() and time.monotonic() < deadline:
         if all(query.lastProgress is not None or not query.isActive for query in queries):
-            return
+            return True
         time.sleep(_POLL_SECONDS)
+    return False
