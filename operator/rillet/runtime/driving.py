@@ -336,11 +336,21 @@ def hold_checkpoint(
         spec.checkpoint_location,
         lock.holder() or "unknown",
     )
-    warmup.warm_up(spark, spec, until=lambda: stop.is_set() or lock.try_acquire())
+    warmup.warm_up(
+        spark, spec, plan=_outputs_planned, until=lambda: stop.is_set() or lock.try_acquire()
+    )
     if not lock.acquire(stop):
         return False
     log.info("the checkpoint is free: taking over")
     return True
+
+
+def _outputs_planned(
+    spark: SparkSession, spec: apprun.RunSpec
+) -> list[tuple[apprun.OutputSpec, DataFrame]]:
+    """The App's outputs and their frames, planned as its driver plans them."""
+    frames, _ = Driver(spark, spec).plan()
+    return frames
 
 
 def _drive(

@@ -18,13 +18,13 @@ import contextlib
 import logging
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.reconcile import apprun
-from rillet.runtime import options, pipelines, reading, records
+from rillet.runtime import options, records
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,9 @@ WARM_UP_RECORDS = 1_000  # a batch's worth of code paths, not of work
 ONE_BATCH_MS = 3_600_000
 TIMEOUT_SECONDS = 60.0
 _POLL_SECONDS = 0.1
+
+# The App's outputs and the frame each writes, as its driver plans them (driving.Driver.plan).
+Plan = Callable[[SparkSession, apprun.RunSpec], Sequence[tuple[apprun.OutputSpec, DataFrame]]]
 
 
 def warm_spec(spec: apprun.RunSpec, scratch: str) -> apprun.RunSpec:
@@ -53,8 +56,10 @@ def warm_spec(spec: apprun.RunSpec, scratch: str) -> apprun.RunSpec:
     )
 
 
-def warm_up(spark: SparkSession, spec: apprun.RunSpec, *, until: Callable[[], bool]) -> None:
-    """Run the App's plan once into the noop sink; end early once `until()` holds.
+def warm_up(
+    spark: SparkSession, spec: apprun.RunSpec, *, plan: Plan, until: Callable[[], bool]
+) -> None:
+    """Run the App's `plan` once into the noop sink; end early once `until()` holds.
 
     In a session of its own: the pipeline's temporary views, SQL settings and listeners stay
     apart from the App's, whose pipeline then runs as in a new driver (a plain `CREATE
@@ -72,7 +77,7 @@ def warm_up(spark: SparkSession, spec: apprun.RunSpec, *, until: Callable[[], bo
         prefix="rillet-warm-up-", ignore_cleanup_errors=True
     ) as scratch:
         try:
-            _start(spark.newSession(), warm_spec(spec, scratch), queries)
+            _start(spark.newSession(), warm_spec(spec, scratch), plan, queries)
             done = _wait(queries, until=until, deadline=started + TIMEOUT_SECONDS)
         except Exception as error:  # a cold takeover is still a takeover
             log.warning("the warm-up failed (the driver will start cold): %s", error)
@@ -88,13 +93,12 @@ def warm_up(spark: SparkSession, spec: apprun.RunSpec, *, until: Callable[[], bo
         log.info("the warm-up ended unfinished after %.1f s", took)
 
 
-def _start(spark: SparkSession, spec: apprun.RunSpec, queries: list[StreamingQuery]) -> None:
+def _start(
+    spark: SparkSession, spec: apprun.RunSpec, plan: Plan, queries: list[StreamingQuery]
+) -> None:
     """Start one noop query per output of the App's plan, into `queries` (the caller stops
     them, also those started before a failure)."""
-    inputs = reading.read_inputs(spark, spec)
-    results = pipelines.run_pipeline(spark, spec.pipeline, inputs.views)
-    for output in spec.outputs:
-        frame = results.get(output.result)
+    for output, frame in plan(spark, spec):
         exprs = records.build_record_exprs(output, frame.columns)
         writer = frame.selectExpr(*exprs.select()).writeStream.format("noop")
         writer = writer.outputMode(options.output_mode(output, spec.trigger))
