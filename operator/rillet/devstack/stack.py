@@ -15,6 +15,7 @@ import contextlib
 import ssl
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -148,20 +149,58 @@ def up(
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     down()
-    _provision(provisioning.artefacts(with_node=with_node), report=report)
-    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+    artefacts = provisioning.artefacts(with_node=with_node)
+    built = _provision_stack(artefacts, with_node, report=report)
+    return _start(
+        brokers=brokers, with_node=with_node, secured=secured, images=built, report=report
+    )
 
 
 def _provision(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) -> None:
-    """Build those of the artefacts that are not cached yet, each shown as a step."""
+    """Build those of the artefacts that are not cached yet, one after another, each shown as a
+    step."""
     needed = provisioning.missing(artefacts)
     toolchain.require(provisioning.tools_for(needed) | {"java"})
-    for artefact in needed:
+    _build_lane(needed, report=report)
+
+
+def _provision_stack(
+    artefacts: Iterable[provisioning.Artefact], with_node: bool, *, report: Reporter
+) -> dict[str, str]:
+    """Build what the stack needs and is not cached yet (the node's images too); the images.
+
+    The cheap artefacts first, one after another: a missing tool or an unreachable registry
+    shows at once. Then the lanes of `provisioning.lanes` at once, and the images beside them:
+    image builds mostly download (debootstrap, apt, pip, Maven) where Go's mostly compile.
+    A failure fails the whole once the others have ended: what they built is cached, so the
+    next `up` builds only what failed.
+    """
+    needed = provisioning.missing(artefacts)
+    toolchain.require(provisioning.tools_for(needed) | {"java"})
+    first, lanes = provisioning.lanes(needed)
+    _build_lane(first, report=report)
+    with ThreadPoolExecutor(max_workers=len(lanes) + 1, thread_name_prefix="build") as pool:
+        building = [pool.submit(_build_lane, lane, report=report) for lane in lanes]
+        node_images = pool.submit(_build_images, report=report) if with_node else None
+        for lane in building:  # leaving the pool waits for the other builds, failed or not
+            lane.result()
+        return node_images.result() if node_images else {}
+
+
+def _build_lane(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) -> None:
+    for artefact in artefacts:
         with report(f"build {artefact.name} v{artefact.version} (cached afterwards)") as update:
             provisioning.provision(artefact, update or provisioning.no_progress)
 
 
-def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
+def _start(
+    *,
+    brokers: int,
+    with_node: bool,
+    secured: bool,
+    images: dict[str, str],
+    report: Reporter,
+) -> StackState:
     root = paths.state_dir()
     node.empty_state_dir(root)
     layout = ControlPlaneLayout(root)
@@ -184,7 +223,7 @@ def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) ->
     try:
         _start_control_plane(state, layout, address=address, report=report)
         if with_node:
-            _start_node(state, layout, report=report)
+            _start_node(state, layout, images=images, report=report)
         listener = "SASL_SSL, SCRAM-SHA-512, ACLs" if secured else "PLAINTEXT"
         with report(f"kafka ({brokers} broker{'s' if brokers > 1 else ''}, {listener})"):
             if secured:
@@ -247,8 +286,11 @@ def _start_control_plane(
         _wait_default_service_account(manager, layout, server=state.apiserver, token=token)
 
 
-def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Reporter) -> None:
-    """Scheduler, containerd with the stack's images, kubelet, kube-proxy, DNS, storage."""
+def _start_node(
+    state: StackState, layout: ControlPlaneLayout, *, images: dict[str, str], report: Reporter
+) -> None:
+    """Scheduler, containerd with the stack's images (built: `_build_images`), kubelet,
+    kube-proxy, DNS, storage."""
     assert state.node is not None
     node_layout = node.NodeLayout(state.node.root)
     node_bin = provisioning.KUBERNETES_NODE.directory
@@ -261,7 +303,7 @@ def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Report
                 node_layout, sandbox_image=versions.PAUSE_IMAGE, logs=layout.logs
             ),
         )
-    state.node.images = _images(node_layout, report=report)
+    state.node.images = _import_images(node_layout, images, report=report)
     with report("kubelet"):
         kubelet = node.start_kubelet(
             node_bin / "kubelet", layout, node_layout, server=state.apiserver
@@ -309,20 +351,25 @@ def with_current_images(state: StackState, *, report: Reporter = silent) -> Stac
     return state
 
 
-def _images(node_layout: node.NodeLayout, *, report: Reporter) -> dict[str, str]:
-    """Build (or find cached) the pause, base and project images; import them into containerd.
+def _build_images(*, report: Reporter) -> dict[str, str]:
+    """Build (or find cached) the pause, base and project images: {"pause": name, "base": name,
+    "operator": name, ...}. Each build reports its steps itself (one span at a time)."""
+    return {
+        "pause": images.build_pause(report=report),
+        "base": images.build_base(report=report),
+        **images.build_project_images(REPOSITORY, report=report),
+    }
 
-    The image builds report each of their steps themselves (one span at a time)."""
+
+def _import_images(
+    node_layout: node.NodeLayout, built: dict[str, str], *, report: Reporter
+) -> dict[str, str]:
+    """Import the built images into the node's containerd, drop any other; the project's."""
     socket = node_layout.containerd_socket
-    for image in (images.build_pause(report=report), images.build_base(report=report)):
-        images.import_into_containerd(image, socket=socket, report=report)
-    built = images.build_project_images(REPOSITORY, report=report)
     for image in built.values():
         images.import_into_containerd(image, socket=socket, report=report)
-    images.remove_stale_images(
-        [versions.PAUSE_IMAGE, versions.BASE_IMAGE, *built.values()], socket=socket
-    )
-    return built
+    images.remove_stale_images(built.values(), socket=socket)
+    return {name: built[name] for name in images.PROJECT_IMAGES}
 
 
 def _api(layout: ControlPlaneLayout) -> Any:
