@@ -98,6 +98,11 @@ class _TimedSteps:
 
         try:
             yield update
+        except BaseException:
+            # At once: the steps beside it may run for minutes before the error is raised.
+            elapsed = time.monotonic() - started
+            console.print(f"[red]✗[/red] {rich.markup.escape(name)} [dim]{elapsed:.1f}s[/dim]")
+            raise
         finally:
             with self._lock:
                 self._live.remove_task(step)

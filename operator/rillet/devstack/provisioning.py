@@ -528,15 +528,19 @@ RILLET_SPARK = Artefact("rillet-spark", jar_version(), ("javac",), build_jar)
 # The benchmark's alone (bench/pipeline.py provisions it when it runs).
 KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
-# Cheap, and built first, one after another: a missing tool or an unreachable registry shows
-# before the long Kubernetes builds. (RILLET_SPARK compiles against SPARK_KAFKA's jars.)
-FIRST = (KAFKA, SPARK_KAFKA, RILLET_SPARK, SPARK_CLASSES)
-# Then built at once, each lane one build after another. One Go build leaves the 2 cores idle
-# part of the time (downloading modules, linking on one thread, packages waiting on their
-# imports); a second uses that. Kubernetes' two builds share a lane: the second compiles few
-# packages of its own, and takes the others from Go's build cache, which the first filled.
-LANES = ((KUBERNETES, KUBERNETES_NODE), (ETCD, HELM, LOCAL_PATH, COREDNS))
-ALL = FIRST + tuple(artefact for lane in LANES for artefact in lane)
+# Cheap first: a missing tool or an unreachable registry shows before the long Kubernetes builds.
+ALL = (
+    KAFKA,
+    SPARK_KAFKA,
+    RILLET_SPARK,
+    SPARK_CLASSES,
+    ETCD,
+    HELM,
+    LOCAL_PATH,
+    COREDNS,
+    KUBERNETES,
+    KUBERNETES_NODE,
+)
 # Made for a checkout (its sources, its virtualenv), not for the stack: a stack another checkout
 # started is reused with these made for this one.
 CHECKOUT_ARTEFACTS = (RILLET_SPARK, SPARK_CLASSES)
@@ -547,12 +551,3 @@ NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
 def artefacts(*, with_node: bool) -> tuple[Artefact, ...]:
     """What a stack needs, in build order: everything, or all but the worker node's parts."""
     return tuple(a for a in ALL if with_node or a not in NODE_ARTEFACTS)
-
-
-def lanes(needed: Iterable[Artefact]) -> tuple[list[Artefact], list[list[Artefact]]]:
-    """The needed artefacts as (those to build first, the lanes to build at once afterwards),
-    in build order, without empty lanes. Artefacts of no lane (KAFKA_STREAMS) come first."""
-    wanted = list(needed)
-    laned = [[a for a in lane if a in wanted] for lane in LANES]
-    first = [a for a in wanted if not any(a in lane for lane in LANES)]
-    return first, [lane for lane in laned if lane]
