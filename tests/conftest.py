@@ -32,8 +32,9 @@ from rillet.devstack import stack as devstack
 
 TESTS = Path(__file__).parent
 MEASUREMENT = "measurement"
-# The fixtures of tests that run pods on the node. Its two CPUs are requested by one App's driver
-# and executors at a time: two such tests at once would leave executors Pending.
+# The fixtures of tests that run pods on the node. Those tests run one at a time (one xdist
+# group): what they time (scaling on lag, a driver's restart) is measured against the node's two
+# cores, which a second test's Apps would share.
 NODE_FIXTURES = {"runtime_image", "operator_image"}
 # Set by an xdist controller that found no stack running, for its workers (which inherit it).
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
@@ -42,13 +43,35 @@ _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 
 
+# First: xdist's own hook, which names each test's group from its xdist_group marks, must find
+# the marks given here. (Without tryfirst it ran before this one, and the node's tests went to
+# both workers.)
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         folder = Path(str(item.fspath)).relative_to(TESTS).parts[0]
         if folder in ("unit", "integration"):
             item.add_marker(getattr(pytest.mark, folder))
-        if NODE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if _runs_on_node(item):
             item.add_marker(pytest.mark.xdist_group("node"))
+
+
+def _runs_on_node(item: pytest.Item) -> bool:
+    return bool(NODE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """On an xdist worker (`--dist loadgroup`), a test that runs pods on the node must carry its
+    group in its id: that is how xdist keeps those tests on one worker. With a pytest xdist
+    cannot group with (9.2: pytest-xdist issue #1386) they would run at once, silently."""
+    grouped = item.nodeid.endswith("@node")
+    if getattr(item.config.option, "loadgroup", False) and _runs_on_node(item) and not grouped:
+        pytest.fail(
+            "xdist did not put this test in the node's group (its id has no @node), so the "
+            "node's tests would run at once on several workers: is pytest at a version "
+            "pyproject.toml allows?",
+            pytrace=False,
+        )
 
 
 @contextlib.contextmanager
