@@ -70,8 +70,6 @@ class _TimedSteps:
             TextColumn("{task.description}", markup=False),
             console=console,
             transient=True,  # each step ends with its line of its own
-            # A log (CI) gets no live display, only the lines `update` prints.
-            disable=not console.is_terminal,
         )
         self._lock = threading.Lock()
         self._running = 0
@@ -81,7 +79,8 @@ class _TimedSteps:
         started = time.monotonic()
         printed = [started]
         with self._lock:
-            if not self._running:
+            # A log (CI) gets no live display, only the lines `update` prints.
+            if not self._running and console.is_terminal:
                 self._live.start()
             self._running += 1
             step = self._live.add_task(f"{name} ...")
@@ -107,7 +106,7 @@ class _TimedSteps:
             with self._lock:
                 self._live.remove_task(step)
                 self._running -= 1
-                if not self._running:
+                if not self._running and console.is_terminal:
                     self._live.stop()
         elapsed = time.monotonic() - started
         console.print(f"[green]✓[/green] {rich.markup.escape(name)} [dim]{elapsed:.1f}s[/dim]")

@@ -12,8 +12,10 @@ reuse a running stack and `rillet dev down` can stop it from another shell.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ssl
 import subprocess
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
@@ -170,18 +172,22 @@ def _provision_stack(
 ) -> dict[str, str]:
     """Build what the stack needs and is not cached yet; the node's images, built meanwhile.
 
-    The image builds mostly wait on downloads (debootstrap, apt, pip, Maven) where the Go
-    builds keep both cores busy compiling, so they run beside them. Measured with nothing
-    cached, on 2 cores: beside two Go builds at a time, the stack was ready in 1,145 s against
-    1,201 s with all built one after another; but each Go build then took about twice as long
-    (Kubernetes 883 s against 339 s), so the Go builds run one at a time.
-    A failed image build fails `up` once the artefacts are built (they stay cached).
+    The image builds are mostly downloads (debootstrap, apt, pip, Maven), the Go builds mostly
+    compiling, so the images build beside them, in a thread. The Go builds run one at a time:
+    two at once, each took over twice as long (measured: docs/DESIGN.md, "The local stack").
+    A failed image build fails `up` once the artefacts are built (they stay cached). A failed
+    or interrupted artefact build starts no further image: `up` ends once the one building has.
     """
     needed = provisioning.missing(artefacts)
     toolchain.require(provisioning.tools_for(needed) | {"java"})  # before any build starts
+    stop = threading.Event()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="images") as pool:
-        node_images = pool.submit(_build_images, report=report) if with_node else None
-        _provision(needed, report=report)
+        node_images = pool.submit(_build_images, report=report, stop=stop) if with_node else None
+        try:
+            _provision(needed, report=report)
+        except BaseException:
+            stop.set()
+            raise
         return node_images.result() if node_images else {}
 
 
@@ -343,14 +349,24 @@ def with_current_images(state: StackState, *, report: Reporter = silent) -> Stac
     return state
 
 
-def _build_images(*, report: Reporter) -> dict[str, str]:
+def _build_images(*, report: Reporter, stop: threading.Event) -> dict[str, str]:
     """Build (or find cached) the pause, base and project images: {"pause": name, "base": name,
-    "operator": name, ...}. Each build reports its steps itself (one span at a time)."""
-    return {
-        "pause": images.build_pause(report=report),
-        "base": images.build_base(report=report),
-        **images.build_project_images(REPOSITORY, report=report),
-    }
+    "operator": name, ...}. Each build reports its steps itself (one span at a time). None
+    starts once `stop` is set (the images are then not wanted: an incomplete dict)."""
+    builds: list[tuple[str, Callable[[], str]]] = [
+        ("pause", functools.partial(images.build_pause, report=report)),
+        ("base", functools.partial(images.build_base, report=report)),
+    ]
+    builds += [
+        (name, functools.partial(images.build_project_image, REPOSITORY, name, report=report))
+        for name in images.PROJECT_IMAGES
+    ]
+    built: dict[str, str] = {}
+    for name, build in builds:
+        if stop.is_set():
+            break
+        built[name] = build()
+    return built
 
 
 def _import_images(
