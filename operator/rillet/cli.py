@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import rich.markup
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.text import Text
 
 from rillet.runtime import commands as runtime_commands
@@ -60,56 +58,25 @@ def _main(ctx: typer.Context) -> None:
 console = Console(stderr=True)
 
 
-class _TimedSteps:
-    """Shows steps while they run, several at once (the stack builds in parallel), each with its
-    latest progress line; then how long each took. Usable from any thread."""
-
-    def __init__(self) -> None:
-        self._live = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}", markup=False),
-            console=console,
-            transient=True,  # each step ends with its line of its own
-        )
-        self._lock = threading.Lock()
-        self._running = 0
-
-    @contextlib.contextmanager
-    def __call__(self, name: str) -> Iterator[Callable[[str], None]]:
-        started = time.monotonic()
-        printed = [started]
-        with self._lock:
-            # A log (CI) gets no live display, only the lines `update` prints.
-            if not self._running and console.is_terminal:
-                self._live.start()
-            self._running += 1
-            step = self._live.add_task(f"{name} ...")
+@contextlib.contextmanager
+def _timed_step(name: str) -> Iterator[Callable[[str], None]]:
+    """Show a step while it runs (with its latest progress line), then how long it took."""
+    started = time.monotonic()
+    printed = [started]
+    with console.status(f"{name} ...") as status:
 
         def update(detail: str) -> None:
             text = Text(f"{name} ... {detail}")
-            # One line only: a wrapped line redraws over itself.
+            # One line only: a wrapped status line redraws over itself.
             text.truncate(max(console.width - 3, 20), overflow="ellipsis")
-            self._live.update(step, description=text.plain)
-            # A log (CI) has no live display: a line every 10 s shows the step is moving.
+            status.update(text)
+            # A log (CI) has no spinner: a line every 10 s shows the step is moving.
             if not console.is_terminal and time.monotonic() - printed[0] >= 10:
                 printed[0] = time.monotonic()
                 console.print(text, highlight=False)
 
-        try:
-            yield update
-        except BaseException:
-            # At once: the steps beside it may run for minutes before the error is raised.
-            elapsed = time.monotonic() - started
-            console.print(f"[red]✗[/red] {rich.markup.escape(name)} [dim]{elapsed:.1f}s[/dim]")
-            raise
-        finally:
-            with self._lock:
-                self._live.remove_task(step)
-                self._running -= 1
-                if not self._running and console.is_terminal:
-                    self._live.stop()
-        elapsed = time.monotonic() - started
-        console.print(f"[green]✓[/green] {rich.markup.escape(name)} [dim]{elapsed:.1f}s[/dim]")
+        yield update
+    console.print(f"[green]✓[/green] {name} [dim]{time.monotonic() - started:.1f}s[/dim]")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -154,7 +121,7 @@ def dev_up(
             brokers=brokers,
             with_node=node,
             secured=kafka_security == "sasl-ssl",
-            report=_TimedSteps(),
+            report=_timed_step,
         )
     except (MissingToolError, stack.NodeUnavailableError, PackagesUnavailableError) as error:
         raise _fail(str(error)) from None

@@ -86,8 +86,8 @@ def _digest(*parts: bytes | str) -> str:
 
 
 class Spans:
-    """One reporter span at a time: a new step closes the previous one (an image build's steps
-    follow each other, and are shown so). A failure ends the open span with the error."""
+    """One reporter span at a time: a new step closes the previous one (reporters cannot nest,
+    rich allows one live status at a time). A failure ends the open span with the error."""
 
     def __init__(self, report: Reporter, prefix: str) -> None:
         self._report = report

@@ -12,12 +12,9 @@ reuse a running stack and `rillet dev down` can stop it from another shell.
 from __future__ import annotations
 
 import contextlib
-import functools
 import ssl
 import subprocess
-import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -151,11 +148,8 @@ def up(
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     down()
-    artefacts = provisioning.artefacts(with_node=with_node)
-    built = _provision_stack(artefacts, with_node, report=report)
-    return _start(
-        brokers=brokers, with_node=with_node, secured=secured, images=built, report=report
-    )
+    _provision(provisioning.artefacts(with_node=with_node), report=report)
+    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
 
 
 def _provision(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) -> None:
@@ -167,38 +161,7 @@ def _provision(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) 
             provisioning.provision(artefact, update or provisioning.no_progress)
 
 
-def _provision_stack(
-    artefacts: Iterable[provisioning.Artefact], with_node: bool, *, report: Reporter
-) -> dict[str, str]:
-    """Build what the stack needs and is not cached yet; the node's images, built meanwhile.
-
-    The image builds are mostly downloads (debootstrap, apt, pip, Maven), the Go builds mostly
-    compiling, so the images build beside them, in a thread. The Go builds run one at a time:
-    two at once, each took over twice as long (measured: docs/DESIGN.md, "The local stack").
-    A failed image build fails `up` once the artefacts are built (they stay cached). A failed
-    or interrupted artefact build starts no further image: `up` ends once the one building has.
-    """
-    needed = provisioning.missing(artefacts)
-    toolchain.require(provisioning.tools_for(needed) | {"java"})  # before any build starts
-    stop = threading.Event()
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="images") as pool:
-        node_images = pool.submit(_build_images, report=report, stop=stop) if with_node else None
-        try:
-            _provision(needed, report=report)
-        except BaseException:
-            stop.set()
-            raise
-        return node_images.result() if node_images else {}
-
-
-def _start(
-    *,
-    brokers: int,
-    with_node: bool,
-    secured: bool,
-    images: dict[str, str],
-    report: Reporter,
-) -> StackState:
+def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
     root = paths.state_dir()
     node.empty_state_dir(root)
     layout = ControlPlaneLayout(root)
@@ -221,7 +184,7 @@ def _start(
     try:
         _start_control_plane(state, layout, address=address, report=report)
         if with_node:
-            _start_node(state, layout, images=images, report=report)
+            _start_node(state, layout, report=report)
         listener = "SASL_SSL, SCRAM-SHA-512, ACLs" if secured else "PLAINTEXT"
         with report(f"kafka ({brokers} broker{'s' if brokers > 1 else ''}, {listener})"):
             if secured:
@@ -284,11 +247,8 @@ def _start_control_plane(
         _wait_default_service_account(manager, layout, server=state.apiserver, token=token)
 
 
-def _start_node(
-    state: StackState, layout: ControlPlaneLayout, *, images: dict[str, str], report: Reporter
-) -> None:
-    """Scheduler, containerd with the stack's images (built: `_build_images`), kubelet,
-    kube-proxy, DNS, storage."""
+def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Reporter) -> None:
+    """Scheduler, containerd with the stack's images, kubelet, kube-proxy, DNS, storage."""
     assert state.node is not None
     node_layout = node.NodeLayout(state.node.root)
     node_bin = provisioning.KUBERNETES_NODE.directory
@@ -301,7 +261,7 @@ def _start_node(
                 node_layout, sandbox_image=versions.PAUSE_IMAGE, logs=layout.logs
             ),
         )
-    state.node.images = _import_images(node_layout, images, report=report)
+    state.node.images = _images(node_layout, report=report)
     with report("kubelet"):
         kubelet = node.start_kubelet(
             node_bin / "kubelet", layout, node_layout, server=state.apiserver
@@ -349,35 +309,20 @@ def with_current_images(state: StackState, *, report: Reporter = silent) -> Stac
     return state
 
 
-def _build_images(*, report: Reporter, stop: threading.Event) -> dict[str, str]:
-    """Build (or find cached) the pause, base and project images: {"pause": name, "base": name,
-    "operator": name, ...}. Each build reports its steps itself (one span at a time). None
-    starts once `stop` is set (the images are then not wanted: an incomplete dict)."""
-    builds: list[tuple[str, Callable[[], str]]] = [
-        ("pause", functools.partial(images.build_pause, report=report)),
-        ("base", functools.partial(images.build_base, report=report)),
-    ]
-    builds += [
-        (name, functools.partial(images.build_project_image, REPOSITORY, name, report=report))
-        for name in images.PROJECT_IMAGES
-    ]
-    built: dict[str, str] = {}
-    for name, build in builds:
-        if stop.is_set():
-            break
-        built[name] = build()
-    return built
+def _images(node_layout: node.NodeLayout, *, report: Reporter) -> dict[str, str]:
+    """Build (or find cached) the pause, base and project images; import them into containerd.
 
-
-def _import_images(
-    node_layout: node.NodeLayout, built: dict[str, str], *, report: Reporter
-) -> dict[str, str]:
-    """Import the built images into the node's containerd, drop any other; the project's."""
+    The image builds report each of their steps themselves (one span at a time)."""
     socket = node_layout.containerd_socket
+    for image in (images.build_pause(report=report), images.build_base(report=report)):
+        images.import_into_containerd(image, socket=socket, report=report)
+    built = images.build_project_images(REPOSITORY, report=report)
     for image in built.values():
         images.import_into_containerd(image, socket=socket, report=report)
-    images.remove_stale_images(built.values(), socket=socket)
-    return {name: built[name] for name in images.PROJECT_IMAGES}
+    images.remove_stale_images(
+        [versions.PAUSE_IMAGE, versions.BASE_IMAGE, *built.values()], socket=socket
+    )
+    return built
 
 
 def _api(layout: ControlPlaneLayout) -> Any:
