@@ -16,7 +16,6 @@ test's CRD, or a process a test started.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import subprocess
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from kubernetes.client.exceptions import ApiException
 
 from rillet.devstack import hostcleanup, provisioning, tools
 from rillet.devstack import stack as devstack
@@ -37,6 +37,7 @@ from rillet.devstack.operating import OperatorProcess
 from tests import conftest as shared
 
 from . import isolation
+from .kubeapi import KubeApi
 
 # Inherited by every process a test starts: one still running at the end is found by it.
 os.environ[isolation.SESSION_ENV] = isolation.SESSION
@@ -84,9 +85,14 @@ def stack() -> Iterator[devstack.StackState]:
 
 @dataclass(frozen=True)
 class Kube:
-    """The stack's Kubernetes API through the stack's kubectl (transient errors retried)."""
+    """The stack's Kubernetes API: what a user types through the stack's kubectl (transient
+    errors retried), what the tests read and poll in-process (`api`, kubeapi.py)."""
 
     kubeconfig: Path
+    api: KubeApi = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", KubeApi(self.kubeconfig))
 
     def kubectl(
         self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
@@ -97,8 +103,7 @@ class Kube:
         return result
 
     def names(self, kind: str) -> list[str]:
-        found = json.loads(self.kubectl("get", kind, "-o", "json").stdout)["items"]
-        return [item["metadata"]["name"] for item in found]
+        return [item["metadata"]["name"] for item in self.api.list(kind)]
 
 
 def _until(probe: Callable[[], bool], *, timeout: float, interval: float = 1.0) -> bool:
@@ -140,7 +145,7 @@ def session_leftovers(stack: devstack.StackState) -> Iterator[None]:
     problems = ours + unsure
     problems += [
         f"CRD {name}"
-        for name in kube.names("customresourcedefinitions")
+        for name in kube.names("crd")
         if name.split(".", 1)[1].startswith(isolation.PREFIX)
     ]
     problems += _processes_left(stack)
@@ -159,7 +164,7 @@ def _namespaces_left(kube: Kube, before: set[str]) -> list[str]:
     _until(lambda: not ours(), timeout=180)
     left = []
     for name in ours():
-        found = json.loads(kube.kubectl("get", "namespace", name, "-o", "json").stdout)
+        found = kube.api.read("namespace", name) or {}
         left.append(f"namespace {name} ({found.get('status', {}).get('phase')})")
     return left
 
@@ -255,21 +260,31 @@ def topic_name(owned: Owned) -> str:
     return f"{owned.prefix}.{isolation.new_id()}"
 
 
+def _rillet_objects(kube: Kube, namespace: str) -> list[str]:
+    """The namespace's Topics, Tables and Apps, as `kind/name` (none without Rillet's CRDs)."""
+    found = []
+    for plural in RILLET_PLURALS:
+        try:
+            items = kube.api.list(plural, namespace)
+        except ApiException as error:
+            if error.status != 404:  # 404: the CRDs are not installed (a test's own)
+                raise
+            items = []
+        found += [f"{plural}.rillet.io/{item['metadata']['name']}" for item in items]
+    return found
+
+
 def _delete_rillet_objects(kube: Kube, namespace: str) -> str | None:
     """Delete the namespace's Topics, Tables and Apps, waiting for their finalizers; what went
     wrong (finalizers nobody released, removed here so the namespace can go), or None."""
     # One delete-collection call per kind: `kubectl delete --all` sends a request per object
     # and then waits for each in turn (44 s for a namespace of 200 Topics).
     for plural in RILLET_PLURALS:
-        path = f"/apis/rillet.io/v1alpha1/namespaces/{namespace}/{plural}"
-        kube.kubectl("delete", "--raw", path, check=False)
-    result = kube.kubectl(
-        "wait", "--for=delete", RILLET_KINDS, "--all", "-n", namespace, "--timeout=60s", check=False
-    )
-    if result.returncode == 0 or "doesn't have a resource type" in result.stderr:
+        kube.api.delete(plural, namespace=namespace)
+    if _until(lambda: not _rillet_objects(kube, namespace), timeout=60, interval=0.2):
         return None
-    stuck = kube.kubectl("get", RILLET_KINDS, "-n", namespace, "-o", "name", check=False)
-    for name in stuck.stdout.split():
+    stuck = _rillet_objects(kube, namespace)
+    for name in stuck:
         kube.kubectl(
             "patch",
             name,
@@ -280,7 +295,7 @@ def _delete_rillet_objects(kube: Kube, namespace: str) -> str | None:
             '{"metadata": {"finalizers": null}}',
             check=False,
         )
-    return f"{namespace}: {stuck.stdout.split()} not deleted within 60 s: {result.stderr.strip()}"
+    return f"{namespace}: {stuck} not deleted within 60 s"
 
 
 @pytest.fixture
@@ -296,7 +311,7 @@ def new_namespace(
         if operated is None:
             operated = "operator" in request.fixturenames
         name = f"{isolation.OPERATED if operated else isolation.PREFIX}{isolation.new_id()}"
-        kube.kubectl("create", "namespace", name)
+        kube.api.create_namespace(name)
         made.append(name)
         owned.namespaces.append(name)
         return name
@@ -304,7 +319,7 @@ def new_namespace(
     yield make
     problems = [problem for name in made if (problem := _delete_rillet_objects(kube, name))]
     for name in made:
-        kube.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        kube.api.delete("namespace", name)
     if problems:
         pytest.fail("objects left with finalizers: " + "; ".join(problems))
 

@@ -1,8 +1,8 @@
-"""Reading and writing Rillet objects through the real kubectl, as a user or GitOps tool would."""
+"""Writing Rillet objects through the real kubectl, as a user or GitOps tool would; reading them
+in-process (kubeapi.py), as the tests poll them."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import yaml
@@ -30,20 +30,20 @@ LEASE = "rillet-operator"
 
 def lease_holder(kube: Kube, namespace: str) -> str | None:
     """Who holds the operator's Lease in `namespace` (None: no Lease, or released)."""
-    lease = kube.kubectl("get", "lease", LEASE, "-n", namespace, "-o", "json", check=False)
-    if lease.returncode != 0:
+    lease = kube.api.read("lease", LEASE, namespace)
+    if lease is None:
         return None
-    return json.loads(lease.stdout)["spec"].get("holderIdentity")  # type: ignore[no-any-return]
+    return lease["spec"].get("holderIdentity")  # type: ignore[no-any-return]
 
 
 def get(kube: Kube, kind: str, name: str, namespace: str) -> dict[str, Any]:
-    out = kube.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    found = kube.api.read(kind, name, namespace)
+    assert found is not None, f"no {kind} {namespace}/{name}"
+    return found
 
 
 def exists(kube: Kube, kind: str, name: str, namespace: str) -> bool:
-    result = kube.kubectl("get", kind, name, "-n", namespace, "-o", "name", check=False)
-    return result.returncode == 0
+    return kube.api.read(kind, name, namespace) is not None
 
 
 def condition(obj: dict[str, Any], condition_type: str) -> dict[str, Any]:
@@ -91,16 +91,7 @@ def wait_condition(
 
 
 def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
-    out = kube.kubectl(
-        "get",
-        "events",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        f"--field-selector=involvedObject.name={name}",
-    ).stdout
-    return json.loads(out)["items"]  # type: ignore[no-any-return]
+    return kube.api.list("event", namespace, fields=f"involvedObject.name={name}")
 
 
 def topic(name: str, namespace: str, *, partitions: int = 1, **spec: Any) -> dict[str, Any]:

@@ -155,10 +155,7 @@ def wait_table(
 
 
 def pods(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
-    listed = kube.kubectl(
-        "get", "pods", "-n", namespace, "-l", f"rillet.io/role={role}", "-o", "json"
-    )
-    return list(json.loads(listed.stdout)["items"])
+    return kube.api.list("pod", namespace, labels=f"rillet.io/role={role}")
 
 
 def running(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:

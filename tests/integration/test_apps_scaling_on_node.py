@@ -82,8 +82,7 @@ def copying_app(
 
 
 def pods(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
-    out = kube.kubectl("get", "pods", "-n", namespace, "-l", f"rillet.io/role={role}", "-o", "json")
-    return list(json.loads(out.stdout)["items"])
+    return kube.api.list("pod", namespace, labels=f"rillet.io/role={role}")
 
 
 def running(kube: Kube, namespace: str, role: str) -> int:

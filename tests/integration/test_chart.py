@@ -247,9 +247,7 @@ def release(kube: Kube, crds: None, new_namespace: Callable[..., str]) -> Iterat
 
 def test_install_creates_a_wired_operator_deployment(kube: Kube, release: str) -> None:
     pods = wait_for(
-        lambda: json.loads(kube.kubectl("get", "pods", "-n", release, "-o", "json").stdout)[
-            "items"
-        ],
+        lambda: kube.api.list("pod", release),
         timeout=60,
         what="the operator's Pod object",
     )
@@ -540,7 +538,7 @@ def _assert_rolled_out_with(kube: Kube, namespace: str, env: dict[str, str]) -> 
         )
 
     wait_for(rolled_out, timeout=120, interval=1, what=f"{replicas} ready replicas, all updated")
-    pods = json.loads(kube.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    pods = kube.api.list("pod", namespace)
     running = [p for p in pods if "deletionTimestamp" not in p["metadata"]]
     assert len(running) == replicas
     for pod in running:

@@ -80,8 +80,8 @@ def _standing(obj: dict[str, Any]) -> str | None:
 
 
 def _listed(kube: Kube, namespace: str) -> dict[tuple[str, str], dict[str, Any]]:
-    out = kube.kubectl("get", "topics,tables,apps", "-n", namespace, "-o", "json").stdout
-    return {(o["kind"], o["metadata"]["name"]): o for o in json.loads(out)["items"]}
+    listed = [o for kind in ("topic", "table", "app") for o in kube.api.list(kind, namespace)]
+    return {(o["kind"], o["metadata"]["name"]): o for o in listed}
 
 
 def test_generated_objects_are_refused_or_get_a_clear_condition(

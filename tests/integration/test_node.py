@@ -232,9 +232,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         deployment = get(kube, "deployment", "rillet-operator", restricted_namespace)
         available = {c["type"]: c["status"] for c in deployment["status"]["conditions"]}
         assert available["Available"] == "True"
-        pods = json.loads(
-            kube.kubectl("get", "pods", "-n", restricted_namespace, "-o", "json").stdout
-        )["items"]
+        pods = kube.api.list("pod", restricted_namespace)
         assert [p["status"]["phase"] for p in pods] == ["Running"]
         assert pods[0]["spec"]["serviceAccountName"] == "rillet-operator"
 
@@ -269,7 +267,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
 
 
 def _ready_pods(kube: Kube, namespace: str) -> list[str]:
-    pods = json.loads(kube.kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+    pods = kube.api.list("pod", namespace)
     return sorted(
         pod["metadata"]["name"]
         for pod in pods

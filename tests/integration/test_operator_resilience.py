@@ -17,7 +17,6 @@ Each test runs an operator of its own, watching only the test's namespace.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -93,9 +92,7 @@ def test_sigkill_mid_apply_then_restart_converges(
         applying.stdin.close()
 
         def ready_count() -> int:
-            items = json.loads(
-                kube.kubectl("get", "topics", "-n", isolated_namespace, "-o", "json").stdout
-            )["items"]
+            items = kube.api.list("topic", isolated_namespace)
             return sum(condition(item, "Ready").get("status") == "True" for item in items)
 
         # Kill as soon as Kafka holds the first of the topics (polled cheaply, every 10 ms): the

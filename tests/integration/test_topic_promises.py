@@ -149,11 +149,10 @@ def test_a_topic_deleted_during_a_resync_never_comes_back(
     apply(kube, *(topic(name, namespace, deletionPolicy="Delete") for name in names))
 
     def settled() -> int:
-        items = json.loads(kube.kubectl("get", "topics", "-n", namespace, "-o", "json").stdout)
         return sum(
             condition(item, "Ready").get("status") == "True"
             and item["status"].get("observedGeneration") == item["metadata"]["generation"]
-            for item in items["items"]
+            for item in kube.api.list("topic", namespace)
         )
 
     wait_for(lambda: settled() == RACES, timeout=120, what=f"{RACES} Topics Ready")
@@ -168,8 +167,7 @@ def test_a_topic_deleted_during_a_resync_never_comes_back(
     assert passes_while_deleting >= RACES / 2, "the resync should run through the deletions"
 
     def topics_left() -> list[object]:
-        found = kube.kubectl("get", "topics", "-n", namespace, "-o", "json").stdout
-        return list(json.loads(found)["items"])
+        return list(kube.api.list("topic", namespace))
 
     wait_for(
         lambda: not topics_left(),
