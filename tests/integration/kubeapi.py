@@ -41,7 +41,8 @@ class Resource:
         return "/".join(parts)
 
 
-# The kinds the tests read, under the names they give kubectl (singular; a plural is accepted).
+# The kinds the tests read, under the names they give kubectl (singular; a plural is accepted;
+# `plural.group`, a kind of a test's own CRDs, is found through the API's discovery).
 RESOURCES: dict[str, Resource] = {
     "topic": Resource(API_VERSION, "topics"),
     "table": Resource(API_VERSION, "tables"),
@@ -51,23 +52,18 @@ RESOURCES: dict[str, Resource] = {
     "secret": Resource("v1", "secrets"),
     "configmap": Resource("v1", "configmaps"),
     "service": Resource("v1", "services"),
+    "serviceaccount": Resource("v1", "serviceaccounts"),
     "pvc": Resource("v1", "persistentvolumeclaims"),
     "namespace": Resource("v1", "namespaces", namespaced=False),
     "node": Resource("v1", "nodes", namespaced=False),
     "deployment": Resource("apps/v1", "deployments"),
     "statefulset": Resource("apps/v1", "statefulsets"),
+    "role": Resource("rbac.authorization.k8s.io/v1", "roles"),
     "rolebinding": Resource("rbac.authorization.k8s.io/v1", "rolebindings"),
+    "networkpolicy": Resource("networking.k8s.io/v1", "networkpolicies"),
     "lease": Resource("coordination.k8s.io/v1", "leases"),
     "crd": Resource("apiextensions.k8s.io/v1", "customresourcedefinitions", namespaced=False),
 }
-
-
-def resource(kind: str) -> Resource:
-    """The resource a kind names, singular or plural (`topic`, `topics`)."""
-    found = RESOURCES.get(kind) or RESOURCES.get(kind.removesuffix("s"))
-    if found is None:
-        raise KeyError(f"tests/integration/kubeapi.py knows no kind {kind!r}: add it to RESOURCES")
-    return found
 
 
 def _transient(error: BaseException) -> bool:
@@ -118,10 +114,25 @@ class KubeApi:
         )
         return retrying(attempt)
 
+    def resource(self, kind: str) -> Resource:
+        """The resource a kind names: `topic`, `topics` or `topics.<group>`."""
+        known = RESOURCES.get(kind) or RESOURCES.get(kind.removesuffix("s"))
+        if known is not None:
+            return known
+        plural, dot, group = kind.partition(".")
+        if not dot:
+            raise KeyError(f"tests/integration/kubeapi.py knows no kind {kind!r}: add it")
+        group_version = self._call("GET", f"/apis/{group}")["preferredVersion"]["groupVersion"]
+        served = self._call("GET", f"/apis/{group_version}")["resources"]
+        found = next((r for r in served if r["name"] == plural), None)
+        if found is None:
+            raise KeyError(f"{group_version} serves no {plural}")
+        return Resource(group_version, plural, namespaced=found["namespaced"])
+
     def read(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when the API has none of that name."""
         try:
-            return self._call("GET", resource(kind).path(namespace, name))
+            return self._call("GET", self.resource(kind).path(namespace, name))
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -138,19 +149,19 @@ class KubeApi:
         """The objects of a kind in `namespace` (every namespace when None), by selectors."""
         query = [("labelSelector", labels)] if labels else []
         query += [("fieldSelector", fields)] if fields else []
-        found = self._call("GET", resource(kind).path(namespace), query)
+        found = self._call("GET", self.resource(kind).path(namespace), query)
         return list(found["items"])
 
     def create_namespace(self, name: str) -> None:
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-        self._call("POST", resource("namespace").path(None), body=body)
+        self._call("POST", self.resource("namespace").path(None), body=body)
 
     def delete(self, kind: str, name: str | None = None, namespace: str | None = None) -> None:
         """Delete the object, or every object of the kind in `namespace` when `name` is None
         (one request, where `kubectl delete --all` sends one per object); nothing to delete
         (404) is fine, and the call does not wait for finalizers."""
         try:
-            self._call("DELETE", resource(kind).path(namespace, name))
+            self._call("DELETE", self.resource(kind).path(namespace, name))
         except ApiException as error:
             if error.status != 404:
                 raise

@@ -388,6 +388,10 @@ def _chart_serving(
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         crd["metadata"]["name"] = f"{crd['spec']['names']['plural']}.{group}"
         crd["spec"]["group"] = group
+        # Without Rillet's category and short names: `kubectl get rillet` (or `rt`) in a test
+        # running meanwhile would otherwise list these too, and fail once they are gone.
+        crd["spec"]["names"].pop("categories", None)
+        crd["spec"]["names"].pop("shortNames", None)
         if edit is not None:
             edit(crd)
         path.write_text(yaml.safe_dump(crd), encoding="utf-8")
