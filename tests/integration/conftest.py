@@ -85,8 +85,8 @@ def stack() -> Iterator[devstack.StackState]:
 
 @dataclass(frozen=True)
 class Kube:
-    """The stack's Kubernetes API: what a user types through the stack's kubectl (transient
-    errors retried), what the tests read and poll in-process (`api`, kubeapi.py)."""
+    """The stack's Kubernetes API: the stack's kubectl (transient errors retried) for what a test
+    checks kubectl for, in-process (`api`, kubeapi.py) for what the tests do many times."""
 
     kubeconfig: Path
     api: KubeApi = field(init=False, repr=False, compare=False)

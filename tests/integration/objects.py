@@ -1,26 +1,18 @@
-"""Writing Rillet objects through the real kubectl, as a user or GitOps tool would; reading them
-in-process (kubeapi.py), as the tests poll them."""
+"""Rillet objects written as a GitOps tool writes them (server-side apply) and read as the tests
+poll them, both in-process on the stack's API (kubeapi.py)."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import yaml
 
 from .conftest import Kube
 from .polling import wait_for
 
 
 def apply(kube: Kube, *manifests: dict[str, Any]) -> None:
-    """kubectl apply --server-side, as a GitOps tool would."""
-    kube.kubectl(
-        "apply",
-        "--server-side",
-        "--field-manager=tests",
-        "-f",
-        "-",
-        input=yaml.safe_dump_all(manifests),
-    )
+    """Server-side apply, as a GitOps tool would (Flux's controllers send the same request)."""
+    for manifest in manifests:
+        kube.api.apply(manifest, field_manager="tests")
 
 
 # The Lease replicas of the operator elect their leader with (the chart's and the settings'
