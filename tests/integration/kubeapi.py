@@ -11,7 +11,6 @@ auth, logs, exec, a user's edit) stays on kubectl (`conftest.Kube.kubectl`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from rillet.api.v1alpha1.objects import API_VERSION
+from rillet.k8s import rest
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ class KubeApi:
     """Requests to the stack's apiserver over one kept-alive connection pool (thread-safe)."""
 
     def __init__(self, kubeconfig: Path) -> None:
-        config_file = str(kubeconfig)
-        self._client = kubernetes.config.new_client_from_config(config_file=config_file)  # type: ignore[no-untyped-call]
+        load = kubernetes.config.new_client_from_config
+        self._client = load(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
 
     def _call(
         self,
@@ -92,23 +92,16 @@ class KubeApi:
         content_type: str = "application/json",
     ) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
-            headers = {"Accept": "application/json"}
-            if body is not None:
-                headers["Content-Type"] = content_type
-            request = self._client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=query or [],
-                header_params=headers,
+            found = rest.call(
+                self._client,
+                method,
+                path,
+                timeout=60,
+                query=query,
                 body=body,
-                auth_settings=["BearerToken"],
+                content_type=content_type,
             )
-            response = self._client.call_api(*request, _request_timeout=60)
-            response.read()
-            text = response.data.decode() if response.data else ""
-            if not 200 <= response.status <= 299:
-                ApiException.from_response(http_resp=response, body=text, data=None)
-            return json.loads(text) if text else {}
+            return found or {}
 
         retrying = Retrying(
             stop=stop_after_delay(30),

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from rillet.k8s import login
+from rillet.k8s import login, rest
 from rillet.reconcile import appobjects, naming
 from rillet.reconcile.appobjects import drivers, metadata
 
@@ -131,23 +131,15 @@ class AppKube:
         body: Any = None,
         content_type: str = "application/json",
     ) -> Any:
-        headers = {"Accept": "application/json"}
-        if body is not None:
-            headers["Content-Type"] = content_type
-        request = self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or [],
-            header_params=headers,
+        return rest.call(
+            self._api,
+            method,
+            path,
+            timeout=REQUEST_TIMEOUT_SECONDS,
+            query=query,
             body=body,
-            auth_settings=["BearerToken"],
+            content_type=content_type,
         )
-        response = self._api.call_api(*request, _request_timeout=REQUEST_TIMEOUT_SECONDS)
-        response.read()  # type: ignore[no-untyped-call]
-        text = response.data.decode("utf-8") if response.data else ""
-        if not 200 <= response.status <= 299:
-            ApiException.from_response(http_resp=response, body=text, data=None)
-        return json.loads(text) if text else None
 
     def _get(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         try:
