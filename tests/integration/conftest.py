@@ -261,7 +261,8 @@ def topic_name(owned: Owned) -> str:
 
 
 def _rillet_objects(kube: Kube, namespace: str) -> list[str]:
-    """The namespace's Topics, Tables and Apps, as `kind/name` (none without Rillet's CRDs)."""
+    """The namespace's Topics, Tables and Apps, named as kubectl names them (`topics.rillet.io/x`);
+    none without Rillet's CRDs."""
     found = []
     for plural in RILLET_PLURALS:
         try:
