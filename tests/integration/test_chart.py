@@ -377,6 +377,11 @@ def counting_app(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def _copied(name: str) -> str:
+    """A resource name of the chart copies' CRDs (`topics`: `copiedtopics`)."""
+    return f"copied{name}"
+
+
 def _chart_serving(
     group: str, directory: Path, *, edit: Callable[[dict[str, Any]], None] | None = None
 ) -> Path:
@@ -386,12 +391,15 @@ def _chart_serving(
     shutil.copytree(CHART, chart)
     for path in (chart / "crds").glob("*.yaml"):
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
-        crd["metadata"]["name"] = f"{crd['spec']['names']['plural']}.{group}"
+        # Names of their own too: kubectl resolves `table`, `tables`, `rt` or the category
+        # `rillet` across every group, so a test running meanwhile that typed `kubectl patch
+        # table x` could reach these instead of Rillet's, and fail once they are gone.
+        names = crd["spec"]["names"]
+        names["plural"], names["singular"] = _copied(names["plural"]), _copied(names["singular"])
+        names.pop("categories", None)
+        names.pop("shortNames", None)
+        crd["metadata"]["name"] = f"{names['plural']}.{group}"
         crd["spec"]["group"] = group
-        # Without Rillet's category and short names: `kubectl get rillet` (or `rt`) in a test
-        # running meanwhile would otherwise list these too, and fail once they are gone.
-        crd["spec"]["names"].pop("categories", None)
-        crd["spec"]["names"].pop("shortNames", None)
         if edit is not None:
             edit(crd)
         path.write_text(yaml.safe_dump(crd), encoding="utf-8")
@@ -402,7 +410,7 @@ def test_uninstall_keeps_the_crds_helm_installed(
     kube: Kube, new_namespace: Callable[..., str], kafka_prefix: str, tmp_path: Path
 ) -> None:
     group = f"{kafka_prefix}.test.rillet.io"
-    crds = [f"{plural}.{group}" for plural in ("apps", "tables", "topics")]
+    crds = [f"{_copied(plural)}.{group}" for plural in ("apps", "tables", "topics")]
     chart = _chart_serving(group, tmp_path)
     namespace = new_namespace()
     try:
@@ -419,7 +427,7 @@ def test_uninstall_keeps_the_crds_helm_installed(
         assert "rillet" not in helm(kube, "list", "-q", "--namespace", namespace).stdout.split()
         for crd in crds:
             assert exists(kube, "crd", crd, "default"), f"helm uninstall deleted CRD {crd}"
-        assert exists(kube, f"topics.{group}", "kept", namespace)
+        assert exists(kube, f"{_copied('topics')}.{group}", "kept", namespace)
     finally:
         kube.kubectl("delete", "crd", *crds, "--ignore-not-found", "--timeout=60s", check=False)
 
@@ -458,8 +466,8 @@ def test_upgrade_applies_the_new_crds_then_upgrades_the_release(
     tmp_path: Path,
 ) -> None:
     group = f"{kafka_prefix}.test.rillet.io"
-    crds = [f"{plural}.{group}" for plural in ("apps", "tables", "topics")]
-    topics = f"topics.{group}"
+    crds = [f"{_copied(plural)}.{group}" for plural in ("apps", "tables", "topics")]
+    topics = f"{_copied('topics')}.{group}"
     older = _chart_serving(group, tmp_path / "older", edit=_an_older_topic_crd)
     chart = _chart_serving(group, tmp_path / "current")
     namespace = new_namespace()
