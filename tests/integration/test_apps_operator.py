@@ -155,8 +155,15 @@ def test_missing_topic_is_reported_then_the_app_proceeds(
         timeout=30,
         what="the driver StatefulSet once the Topic exists",
     )
-    proceeded = get(kube, "app", name, namespace)
-    assert condition(proceeded, "Ready")["reason"] != "WaitingForTopics"
+    # The operator writes the status after the objects: wait for it rather than read it once.
+    wait_for(
+        lambda: (
+            condition(get(kube, "app", name, namespace), "Ready").get("reason")
+            != "WaitingForTopics"
+        ),
+        timeout=30,
+        what="the App's Ready condition to move on from WaitingForTopics",
+    )
 
 
 def can_i(kubeconfig: Path, *args: str) -> bool:
