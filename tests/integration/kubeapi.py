@@ -11,6 +11,7 @@ auth, logs, exec, a user's edit) stays on kubectl (`conftest.Kube.kubectl`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,11 @@ from rillet.api.v1alpha1.objects import API_VERSION
 from rillet.k8s import rest
 
 
+def group_path(group_version: str) -> str:
+    """Where the API serves a group version: `/api/v1`, `/apis/apps/v1`."""
+    return f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+
+
 @dataclass(frozen=True)
 class Resource:
     """Where the API serves one kind."""
@@ -33,8 +39,7 @@ class Resource:
     namespaced: bool = True
 
     def path(self, namespace: str | None, name: str | None = None) -> str:
-        root = "/api" if "/" not in self.group_version else "/apis"
-        parts = [root, self.group_version]
+        parts = [group_path(self.group_version)]
         if self.namespaced and namespace is not None:
             parts += ["namespaces", namespace]
         parts.append(self.plural)
@@ -120,23 +125,26 @@ class KubeApi:
         if not dot:
             raise KeyError(f"tests/integration/kubeapi.py knows no kind {kind!r}: add it")
         group_version = self._call("GET", f"/apis/{group}")["preferredVersion"]["groupVersion"]
-        served = self._call("GET", f"/apis/{group_version}")["resources"]
-        found = next((r for r in served if r["name"] == plural), None)
-        if found is None:
-            raise KeyError(f"{group_version} serves no {plural}")
-        return Resource(group_version, plural, namespaced=found["namespaced"])
+        return self._discovered(group_version, lambda served: served["name"] == plural)
 
     def resource_of(self, api_version: str, kind: str) -> Resource:
         """The resource of a manifest's apiVersion and kind."""
         known = RESOURCES.get(kind.lower())
         if known is not None and known.group_version == api_version:
             return known
-        root = "/api" if "/" not in api_version else "/apis"
-        served = self._call("GET", f"{root}/{api_version}")["resources"]
-        found = next((r for r in served if r["kind"] == kind and "/" not in r["name"]), None)
+        return self._discovered(
+            api_version, lambda served: served["kind"] == kind and "/" not in served["name"]
+        )
+
+    def _discovered(
+        self, group_version: str, matches: Callable[[dict[str, Any]], bool]
+    ) -> Resource:
+        """The resource `group_version` serves that `matches`, from the API's discovery."""
+        served = self._call("GET", group_path(group_version))
+        found = next((r for r in served["resources"] if matches(r)), None)
         if found is None:
-            raise KeyError(f"{api_version} serves no kind {kind}")
-        return Resource(api_version, found["name"], namespaced=found["namespaced"])
+            raise KeyError(f"{group_version} serves no such resource")
+        return Resource(group_version, found["name"], namespaced=found["namespaced"])
 
     def read(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         """The object, or None when the API has none of that name."""
