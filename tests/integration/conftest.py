@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
 from rillet.devstack import hostcleanup, provisioning, tools
+from rillet.devstack import node as devnode
 from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
@@ -193,6 +194,24 @@ def _processes_left(stack: devstack.StackState) -> list[str]:
     left = isolation.without_descendants_of(found, keep)
     isolation.kill(left)
     return [f"process {p.pid} (parent {p.ppid}): {p.command[:200]}" for p in left]
+
+
+# The fixtures of tests that start pods on the node: the grouped ones, and test_node's own.
+_POD_FIXTURES = shared.NODE_FIXTURES | {"node_stack"}
+
+
+@pytest.fixture(autouse=True)
+def _node_takes_pods(request: pytest.FixtureRequest) -> None:
+    """A test that starts pods on the node fails at once, saying why, when the node takes none.
+    Without it, each such test waited minutes for pods that stayed Pending: a CI run on a nearly
+    full disk spent 40 minutes on 14 tests and printed no reason (the DiskPressure taint)."""
+    if not _POD_FIXTURES & set(request.fixturenames):
+        return
+    kube: Kube = request.getfixturevalue("kube")
+    found = kube.api.read("node", devnode.NODE_NAME)
+    reasons = devnode.why_pods_wait(found) if found else ["it is not registered"]
+    if reasons:
+        pytest.fail(f"the node takes no pods: {'; '.join(reasons)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

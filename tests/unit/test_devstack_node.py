@@ -4,6 +4,9 @@ Test plan:
 - kubelet, kube-proxy, containerd and CNI settings carry the fixes NODE.md records (cgroupfs on
   cgroup v1, no image GC, no negative oom_score_adj, no masquerading, no sysctl changes);
 - the default StorageClass is local-path's and the only default;
+- the kubelet's disk floor is an amount (a percentage of these machines' shared 252 GB trips
+  with GBs free); what keeps the node from taking pods is named, with the fix for a full disk;
+  `up` refuses a filesystem short of what the node needs;
 - teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
   under the node's directories (deepest first, escaped paths decoded);
 - a new `up` empties the state directory but keeps containerd's image store, only when the
@@ -13,6 +16,7 @@ Test plan:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rillet.devstack import hostcleanup, node, packages, pki
 
@@ -33,6 +37,61 @@ def test_kubelet_fits_this_machine() -> None:
     assert config["address"] == node.NODE_ADDRESS
     assert config["authentication"]["anonymous"]["enabled"] is False
     assert config["containerRuntimeEndpoint"] == "unix:///state/node/containerd/containerd.sock"
+
+
+def test_the_kubelet_evicts_on_free_bytes_not_on_a_share_of_the_disk() -> None:
+    config = node.build_kubelet_config(
+        LAYOUT,
+        ca_cert=Path("/pki/ca.crt"),
+        serving=pki.IssuedCertificate(Path("/pki/k.crt"), Path("/pki/k.key")),
+    )
+    floors = config["evictionHard"]
+    assert floors["nodefs.available"] == floors["imagefs.available"] == "1Gi"
+
+
+def _node(conditions: dict[str, str], taints: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    listed = [
+        {"type": kind, "status": status, "message": f"kubelet says {kind}={status}"}
+        for kind, status in conditions.items()
+    ]
+    return {"spec": {"taints": taints or []}, "status": {"conditions": listed}}
+
+
+def test_a_healthy_node_has_nothing_keeping_pods_waiting() -> None:
+    healthy = _node({"Ready": "True", "DiskPressure": "False", "MemoryPressure": "False"})
+    assert node.why_pods_wait(healthy) == []
+
+
+def test_disk_pressure_is_named_with_its_taint_and_what_to_free() -> None:
+    taint = {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}
+    reasons = node.why_pods_wait(_node({"Ready": "True", "DiskPressure": "True"}, [taint]))
+    assert len(reasons) == 2
+    assert reasons[0].startswith("DiskPressure: kubelet says DiskPressure=True")
+    assert "under 1Gi free" in reasons[0]
+    assert "df -h ~/.local/state/rillet" in reasons[0]
+    assert reasons[1] == "taint node.kubernetes.io/disk-pressure:NoSchedule"
+
+
+def test_a_node_not_ready_or_short_of_memory_is_named() -> None:
+    reasons = node.why_pods_wait(_node({"Ready": "False", "MemoryPressure": "True"}))
+    assert reasons == [
+        "Ready=False: kubelet says Ready=False",
+        "MemoryPressure: kubelet says MemoryPressure=True",
+    ]
+    assert node.why_pods_wait({"status": {}}) == ["Ready=Unknown"]
+
+
+def test_a_prefer_no_schedule_taint_keeps_no_pod_waiting() -> None:
+    soft = {"key": "example.com/soft", "effect": "PreferNoSchedule"}
+    assert node.why_pods_wait(_node({"Ready": "True"}, [soft])) == []
+
+
+def test_up_refuses_a_filesystem_with_less_free_than_the_node_needs(tmp_path: Path) -> None:
+    assert node.too_little_disk(tmp_path, minimum=1) is None
+    short = node.too_little_disk(tmp_path, minimum=2**62)
+    assert short is not None
+    assert f"the filesystem of {tmp_path}" in short
+    assert "DiskPressure" in short
 
 
 def test_containerd_never_asks_for_a_negative_oom_score() -> None:

@@ -37,6 +37,19 @@ KUBELET_PORT = 10350
 STORAGE_CLASS = "standard"
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER_NAME = "rancher.io/local-path"
+# Below this much free disk the kubelet takes no new pods (DiskPressure). An amount, not a
+# percentage: these machines report a 252 GB filesystem of which a few GB are theirs, so 1% of it
+# tripped with 2.5 GB still free, and every pod of a test run stayed Pending.
+EVICTION_FREE_DISK = "1Gi"
+# What `up` wants free once the images are in: the kubelet's floor above, and room for a test
+# run's Kafka logs, Spark checkpoints and pod logs.
+MIN_FREE_DISK_BYTES = 3 * 2**30
+# Node conditions that, when True, stop the kubelet admitting pods.
+PRESSURE_CONDITIONS = ("DiskPressure", "MemoryPressure", "PIDPressure")
+_FIXES = {
+    "DiskPressure": f" (under {EVICTION_FREE_DISK} free where the stack keeps its state: free some"
+    " space, `df -h ~/.local/state/rillet`)",
+}
 # Kernel settings the node's parts change (kubelet, the bridge plugin, kube-proxy): recorded
 # before the node starts and put back by `rillet dev down`.
 SYSCTLS = (
@@ -216,10 +229,12 @@ def build_kubelet_config(
         "imageGCLowThresholdPercent": 99,
         "evictionHard": {
             "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
+            "nodefs.available": EVICTION_FREE_DISK,
+            "imagefs.available": EVICTION_FREE_DISK,
             "nodefs.inodesFree": "1%",
         },
+        # Space freed is usable within a minute, not after the default five.
+        "evictionPressureTransitionPeriod": "30s",
         "serializeImagePulls": False,
         "maxPods": 60,
         # Pods are deleted in seconds, not after the default 30 s sync of a terminated pod.
@@ -545,6 +560,37 @@ def start_local_path_provisioner(
             f"--helper-image={helper_image}",
         ],
         log=control.logs / "local-path-provisioner.log",
+    )
+
+
+def why_pods_wait(found: dict[str, Any]) -> list[str]:
+    """What keeps the node (its API object, as JSON) from running new pods, one line each; empty
+    when nothing does. A pod's own events say the same, but only once a test has waited for it."""
+    status, spec = found.get("status") or {}, found.get("spec") or {}
+    conditions = {c["type"]: c for c in status.get("conditions") or []}
+    reasons = []
+    ready = conditions.get("Ready", {})
+    if ready.get("status") != "True":
+        said = f": {ready['message']}" if ready.get("message") else ""
+        reasons.append(f"Ready={ready.get('status', 'Unknown')}{said}")
+    for kind in PRESSURE_CONDITIONS:
+        if conditions.get(kind, {}).get("status") == "True":
+            reasons.append(f"{kind}: {conditions[kind].get('message', '')}{_FIXES.get(kind, '')}")
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute"):
+            reasons.append(f"taint {taint['key']}:{taint['effect']}")
+    return reasons
+
+
+def too_little_disk(path: Path, *, minimum: int = MIN_FREE_DISK_BYTES) -> str | None:
+    """Why the filesystem holding `path` is too full for the node, or None when it is not."""
+    free = shutil.disk_usage(path).free
+    if free >= minimum:
+        return None
+    return (
+        f"{free / 2**30:.1f} GiB free on the filesystem of {path}, and the node needs "
+        f"{minimum / 2**30:.0f} GiB: below {EVICTION_FREE_DISK} its kubelet takes no pods "
+        "(DiskPressure), and a test run writes Kafka logs, checkpoints and pod logs there"
     )
 
 

@@ -262,6 +262,10 @@ def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Report
             ),
         )
     state.node.images = _images(node_layout, report=report)
+    # Checked once the images are in, as they take the most: a node short of disk would start,
+    # report Ready, and leave every pod Pending behind a DiskPressure taint.
+    if short := node.too_little_disk(node_layout.root):
+        raise NodeUnavailableError(f"{short}; free some space and run `rillet dev up` again")
     with report("kubelet"):
         kubelet = node.start_kubelet(
             node_bin / "kubelet", layout, node_layout, server=state.apiserver
@@ -465,6 +469,8 @@ def describe_node(state: StackState) -> list[str]:
     found = core.read_node(state.node.name)
     ready = next((c.status for c in found.status.conditions or [] if c.type == "Ready"), "Unknown")
     lines = [f"node {state.node.name} {state.node.address} Ready={ready}"]
+    serialized = core.api_client.sanitize_for_serialization(found)
+    lines += [f"  takes no pods: {reason}" for reason in node.why_pods_wait(serialized)]
     for pod in core.list_pod_for_all_namespaces().items:
         lines.append(f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}")
     return lines
