@@ -20,8 +20,9 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet.devstack import hostcleanup, provisioning, tools
+from rillet.devstack import hostcleanup, processes, provisioning, tools
 from rillet.devstack import node as devnode
 from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
@@ -198,20 +199,54 @@ def _processes_left(stack: devstack.StackState) -> list[str]:
 
 # The fixtures of tests that start pods on the node: the grouped ones, and test_node's own.
 _POD_FIXTURES = shared.NODE_FIXTURES | {"node_stack"}
+# A test's call report, for its fixtures' teardown to see whether it failed.
+_CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.when == "call":
+        item.stash[_CALL_REPORT] = report
+    return report
+
+
+def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
+    """What keeps the stack's node from running a test's pods: an exited stack process (the
+    scheduler, the kubelet, ...), a pressure condition or taint of the node, a stuck scheduler."""
+    exited = [
+        f"{p.name} (pid {p.pid}) has exited, see {p.log}"
+        for p in stack.processes
+        if not processes.is_alive(p)
+    ]
+    found = kube.api.read("node", devnode.NODE_NAME)
+    node = devnode.why_pods_wait(found) if found else ["the node is not registered"]
+    pending = kube.api.list("pod", fields="status.phase=Pending")
+    unseen = devnode.waiting_for_the_scheduler(pending, now=datetime.now(UTC))
+    if unseen:
+        node.append(f"the scheduler has not looked at {len(unseen)} pods for a minute: {unseen}")
+    return exited + node
 
 
 @pytest.fixture(autouse=True)
-def _node_takes_pods(request: pytest.FixtureRequest) -> None:
-    """A test that starts pods on the node fails at once, saying why, when the node takes none.
-    Without it, each such test waited minutes for pods that stayed Pending: a CI run on a nearly
-    full disk spent 40 minutes on 14 tests and printed no reason (the DiskPressure taint)."""
+def _node_takes_pods(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that starts pods on the node fails at once, saying why, when the node takes none;
+    and one that failed is followed by the same check, which names what broke meanwhile.
+    Without it, each such test waited minutes for pods that stayed Pending: two CI runs spent 40
+    minutes on 14 tests and printed no reason."""
     if not _POD_FIXTURES & set(request.fixturenames):
+        yield
         return
     kube: Kube = request.getfixturevalue("kube")
-    found = kube.api.read("node", devnode.NODE_NAME)
-    reasons = devnode.why_pods_wait(found) if found else ["it is not registered"]
-    if reasons:
-        pytest.fail(f"the node takes no pods: {'; '.join(reasons)}", pytrace=False)
+    stack: devstack.StackState = request.getfixturevalue("stack")
+    if reasons := _why_pods_wait(kube, stack):
+        pytest.fail(f"the stack's node takes no pods: {'; '.join(reasons)}", pytrace=False)
+    yield
+    call = request.node.stash.get(_CALL_REPORT, None)
+    if call is not None and call.failed and (reasons := _why_pods_wait(kube, stack)):
+        pytest.fail(f"the stack's node now takes no pods: {'; '.join(reasons)}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

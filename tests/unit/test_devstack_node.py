@@ -6,7 +6,8 @@ Test plan:
 - the default StorageClass is local-path's and the only default;
 - the kubelet's disk floor is an amount (a percentage of these machines' shared 252 GB trips
   with GBs free); what keeps the node from taking pods is named, with the fix for a full disk;
-  `up` refuses a filesystem short of what the node needs;
+  `up` refuses a filesystem short of what the node needs; pods the scheduler has not looked at
+  for a minute are named (a scheduler stuck or gone), and not those it could not place;
 - teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
   under the node's directories (deepest first, escaped paths decoded);
 - a new `up` empties the state directory but keeps containerd's image store, only when the
@@ -15,6 +16,7 @@ Test plan:
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,31 @@ def test_up_refuses_a_filesystem_with_less_free_than_the_node_needs(tmp_path: Pa
     assert short is not None
     assert f"the filesystem of {tmp_path}" in short
     assert "DiskPressure" in short
+
+
+NOW = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
+
+
+def _pod(
+    name: str, age_s: int, *, node_name: str = "", scheduled: str | None = None
+) -> dict[str, Any]:
+    created = (NOW - timedelta(seconds=age_s)).isoformat().replace("+00:00", "Z")
+    conditions = [{"type": "PodScheduled", "status": scheduled}] if scheduled else []
+    return {
+        "metadata": {"namespace": "ns", "name": name, "creationTimestamp": created},
+        "spec": {"nodeName": node_name} if node_name else {},
+        "status": {"phase": "Pending", "conditions": conditions},
+    }
+
+
+def test_pods_the_scheduler_never_looked_at_for_a_minute_are_named() -> None:
+    pods = [
+        _pod("unseen", 90),
+        _pod("just-made", 20),
+        _pod("unplaceable", 90, scheduled="False"),
+        _pod("bound", 90, node_name=node.NODE_NAME, scheduled="True"),
+    ]
+    assert node.waiting_for_the_scheduler(pods, now=NOW) == ["ns/unseen"]
 
 
 def test_containerd_never_asks_for_a_negative_oom_score() -> None:

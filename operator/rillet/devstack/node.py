@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ LOCAL_PATH_PROVISIONER_NAME = "rancher.io/local-path"
 # tripped with 2.5 GB still free, and every pod of a test run stayed Pending.
 EVICTION_FREE_DISK = "1Gi"
 # What `up` wants free once the images are in: the kubelet's floor above, and room for a test
-# run's Kafka logs, Spark checkpoints and pod logs.
+# run's Kafka logs, Spark checkpoints and pod logs (a whole `make test` wrote 0.7 GB).
 MIN_FREE_DISK_BYTES = 3 * 2**30
 # Node conditions that, when True, stop the kubelet admitting pods.
 PRESSURE_CONDITIONS = ("DiskPressure", "MemoryPressure", "PIDPressure")
@@ -580,6 +581,22 @@ def why_pods_wait(found: dict[str, Any]) -> list[str]:
         if taint.get("effect") in ("NoSchedule", "NoExecute"):
             reasons.append(f"taint {taint['key']}:{taint['effect']}")
     return reasons
+
+
+def waiting_for_the_scheduler(
+    pods: list[dict[str, Any]], *, now: datetime, patience: timedelta = timedelta(seconds=60)
+) -> list[str]:
+    """The pods (API objects, as JSON) the scheduler has not looked at for longer than
+    `patience`: no node and no PodScheduled condition, as when the scheduler is stuck or gone.
+    A pod it could not place says why in that condition instead."""
+    waiting = []
+    for pod in pods:
+        meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+        created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
+        looked_at = any(c.get("type") == "PodScheduled" for c in status.get("conditions") or [])
+        if not spec.get("nodeName") and not looked_at and now - created > patience:
+            waiting.append(f"{meta['namespace']}/{meta['name']}")
+    return waiting
 
 
 def too_little_disk(path: Path, *, minimum: int = MIN_FREE_DISK_BYTES) -> str | None:
