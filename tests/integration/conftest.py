@@ -215,7 +215,8 @@ def pytest_runtest_makereport(
 
 def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
     """What keeps the stack's node from running a test's pods: an exited stack process (the
-    scheduler, the kubelet, ...), a pressure condition or taint of the node, a stuck scheduler."""
+    scheduler, the kubelet, ...), a pressure condition or taint of the node, and Pending pods
+    that a stuck scheduler or kubelet left unattended."""
     exited = [
         f"{p.name} (pid {p.pid}) has exited, see {p.log}"
         for p in stack.processes
@@ -224,9 +225,8 @@ def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
     found = kube.api.read("node", devnode.NODE_NAME)
     node = devnode.why_pods_wait(found) if found else ["the node is not registered"]
     pending = kube.api.list("pod", fields="status.phase=Pending")
-    unseen = devnode.waiting_for_the_scheduler(pending, now=datetime.now(UTC))
-    if unseen:
-        node.append(f"the scheduler has not looked at {len(unseen)} pods for a minute: {unseen}")
+    if unattended := devnode.unattended_pods(pending, now=datetime.now(UTC)):
+        node.append(f"pods waiting over a minute for: {', '.join(unattended)}")
     return exited + node
 
 

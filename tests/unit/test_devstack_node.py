@@ -6,8 +6,8 @@ Test plan:
 - the default StorageClass is local-path's and the only default;
 - the kubelet's disk floor is an amount (a percentage of these machines' shared 252 GB trips
   with GBs free); what keeps the node from taking pods is named, with the fix for a full disk;
-  `up` refuses a filesystem short of what the node needs; pods the scheduler has not looked at
-  for a minute are named (a scheduler stuck or gone), and not those it could not place;
+  `up` refuses a filesystem short of what the node needs; Pending pods that neither the
+  scheduler nor the kubelet acted on for a minute are named with the one they wait for;
 - teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
   under the node's directories (deepest first, escaped paths decoded);
 - a new `up` empties the state directory but keeps containerd's image store, only when the
@@ -100,25 +100,38 @@ NOW = datetime(2026, 11, 27, 8, 0, tzinfo=UTC)
 
 
 def _pod(
-    name: str, age_s: int, *, node_name: str = "", scheduled: str | None = None
+    name: str,
+    age_s: int,
+    *,
+    node_name: str = "",
+    scheduled: str | None = None,
+    containers: bool = False,
 ) -> dict[str, Any]:
     created = (NOW - timedelta(seconds=age_s)).isoformat().replace("+00:00", "Z")
-    conditions = [{"type": "PodScheduled", "status": scheduled}] if scheduled else []
+    status: dict[str, Any] = {"phase": "Pending", "conditions": []}
+    if scheduled:
+        status["conditions"].append({"type": "PodScheduled", "status": scheduled})
+    if containers:
+        status["containerStatuses"] = [{"state": {"waiting": {"reason": "ContainerCreating"}}}]
     return {
         "metadata": {"namespace": "ns", "name": name, "creationTimestamp": created},
         "spec": {"nodeName": node_name} if node_name else {},
-        "status": {"phase": "Pending", "conditions": conditions},
+        "status": status,
     }
 
 
-def test_pods_the_scheduler_never_looked_at_for_a_minute_are_named() -> None:
+def test_pods_nobody_acted_on_for_a_minute_are_named_with_who_they_wait_for() -> None:
     pods = [
         _pod("unseen", 90),
         _pod("just-made", 20),
         _pod("unplaceable", 90, scheduled="False"),
-        _pod("bound", 90, node_name=node.NODE_NAME, scheduled="True"),
+        _pod("never-started", 90, node_name=node.NODE_NAME, scheduled="True"),
+        _pod("creating", 90, node_name=node.NODE_NAME, scheduled="True", containers=True),
     ]
-    assert node.waiting_for_the_scheduler(pods, now=NOW) == ["ns/unseen"]
+    assert node.unattended_pods(pods, now=NOW) == [
+        "ns/unseen (the scheduler)",
+        "ns/never-started (the kubelet)",
+    ]
 
 
 def test_containerd_never_asks_for_a_negative_oom_score() -> None:

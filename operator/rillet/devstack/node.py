@@ -583,20 +583,27 @@ def why_pods_wait(found: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def waiting_for_the_scheduler(
+def unattended_pods(
     pods: list[dict[str, Any]], *, now: datetime, patience: timedelta = timedelta(seconds=60)
 ) -> list[str]:
-    """The pods (API objects, as JSON) the scheduler has not looked at for longer than
-    `patience`: no node and no PodScheduled condition, as when the scheduler is stuck or gone.
-    A pod it could not place says why in that condition instead."""
-    waiting = []
+    """The Pending pods (API objects, as JSON) that neither the scheduler nor the kubelet has
+    acted on for longer than `patience`, each with who it waits for. The scheduler looks at a pod
+    (a node, or a PodScheduled condition saying why none), then the kubelet reports its
+    containers (ContainerCreating at least): a pod that gets neither points to one of them
+    stuck or gone."""
+    unattended = []
     for pod in pods:
         meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
         created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00"))
+        if status.get("phase") != "Pending" or now - created <= patience:
+            continue
         looked_at = any(c.get("type") == "PodScheduled" for c in status.get("conditions") or [])
-        if not spec.get("nodeName") and not looked_at and now - created > patience:
-            waiting.append(f"{meta['namespace']}/{meta['name']}")
-    return waiting
+        started = status.get("containerStatuses") or status.get("initContainerStatuses")
+        if not spec.get("nodeName") and not looked_at:
+            unattended.append(f"{meta['namespace']}/{meta['name']} (the scheduler)")
+        elif spec.get("nodeName") and not started:
+            unattended.append(f"{meta['namespace']}/{meta['name']} (the kubelet)")
+    return unattended
 
 
 def too_little_disk(path: Path, *, minimum: int = MIN_FREE_DISK_BYTES) -> str | None:
