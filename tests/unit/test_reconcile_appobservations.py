@@ -151,6 +151,12 @@ def test_an_unscheduled_driver_says_why() -> None:
     assert appobservations.driver_observation({"metadata": {}}).phase == "Pending"
 
 
+def test_a_bound_driver_names_its_node() -> None:
+    pod = {**_pod(phase="Pending"), "spec": {"nodeName": "worker-2"}}
+    assert appobservations.driver_observation(pod).node_name == "worker-2"
+    assert appobservations.driver_observation(_pod(phase="Pending")).node_name is None
+
+
 def test_a_driver_being_deleted_is_not_ready() -> None:
     pod = _pod(phase="Running", containerStatuses=[{"name": "driver", "ready": True}])
     pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"

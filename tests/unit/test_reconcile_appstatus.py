@@ -262,6 +262,37 @@ def test_a_restarting_driver_says_why_it_restarts() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("driver", "message"),
+    [
+        (
+            DriverObservation(
+                phase="Pending",
+                waiting_reason="Unschedulable",
+                waiting_message="0/3 nodes are available: 3 Insufficient cpu.",
+            ),
+            "the driver pod cannot be scheduled yet: 0/3 nodes are available: 3 Insufficient cpu.",
+        ),
+        (DriverObservation(phase="Pending"), "the driver pod is waiting for the scheduler"),
+        (
+            DriverObservation(phase="Pending", node_name="worker-2"),
+            "the driver pod is waiting for the kubelet of node worker-2",
+        ),
+        (
+            DriverObservation(
+                phase="Pending", node_name="worker-2", waiting_reason="ContainerCreating"
+            ),
+            "the driver is starting (ContainerCreating)",
+        ),
+    ],
+)
+def test_a_pending_driver_says_what_it_waits_for(driver: DriverObservation, message: str) -> None:
+    standing = appstatus.derive_standing(_observe(driver=driver))
+
+    assert standing.verdict.reason == appstatus.DRIVER_STARTING
+    assert standing.verdict.message == message
+
+
 def test_running_status_carries_counts_and_progress() -> None:
     observation = _observe(
         last_batch_time=datetime(2025, 3, 4, 6, 6, 7, tzinfo=timezone(timedelta(hours=1))),

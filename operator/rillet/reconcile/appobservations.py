@@ -178,6 +178,7 @@ def driver_observation(pod: Mapping[str, Any]) -> DriverObservation:
         waiting_message=message,
         last_exit_code=terminated.get("exitCode"),
         last_message=terminated.get("message"),
+        node_name=(pod.get("spec") or {}).get("nodeName"),
     )
 
 

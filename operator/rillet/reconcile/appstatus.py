@@ -53,6 +53,8 @@ KAFKA_ACCESS_DENIED_ERROR: Final = f"{KAFKA_ACCESS_DENIED}: "
 RUNNING: Final = "Running"
 SUSPENDED: Final = "Suspended"
 
+# The PodScheduled condition's reason when no node fits the pod (its message says why).
+UNSCHEDULABLE: Final = "Unschedulable"
 # Container waiting reasons that need a new image (or registry access) from the user.
 IMAGE_PROBLEMS: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
 # Longest driver error line kept in a condition message.
@@ -72,6 +74,7 @@ class DriverObservation:
     waiting_message: str | None = None
     last_exit_code: int | None = None  # lastState.terminated (or state.terminated)
     last_message: str | None = None  # its message: the log tail (FallbackToLogsOnError)
+    node_name: str | None = None  # the node the scheduler bound the pod to, once it did
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,6 +203,15 @@ def _driver_standing(driver: DriverObservation | None) -> Standing | None:
 def _starting(driver: DriverObservation) -> str:
     if driver.restart_count and driver.last_message:
         return f"the driver is restarting after: {_crash_message(driver)}"
+    if driver.waiting_reason == UNSCHEDULABLE:  # e.g. too little CPU, a taint: the user acts
+        said = f": {driver.waiting_message}" if driver.waiting_message else ""
+        return f"the driver pod cannot be scheduled yet{said}"
+    if driver.phase == "Pending" and driver.waiting_reason is None:
+        # Neither the scheduler nor the kubelet has said anything yet: say which one it waits
+        # for, which is what to look at when it lasts (a scheduler or kubelet stuck or gone).
+        if driver.node_name:
+            return f"the driver pod is waiting for the kubelet of node {driver.node_name}"
+        return "the driver pod is waiting for the scheduler"
     detail = driver.waiting_reason or driver.phase
     return f"the driver is starting ({detail})"
 
