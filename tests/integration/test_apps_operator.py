@@ -9,6 +9,7 @@ Test plan:
   is deleted;
 - an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
   then proceeds to its driver once the Topic exists;
+- an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
 - the driver's real ServiceAccount token can create and delete pods and read its own App in its
   namespace, and cannot read Secrets, touch another namespace, or read another App;
 - a Table applied together with the App that writes it is Ready within seconds, with the App's
@@ -164,6 +165,22 @@ def test_missing_topic_is_reported_then_the_app_proceeds(
         timeout=30,
         what="the App's Ready condition to move on from WaitingForTopics",
     )
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_driver_that_fits_no_node_says_why(kube: Kube, namespace: str, names: Names) -> None:
+    name, _ = applied_app(kube, namespace, names, driver={"cpu": "64", "memory": "1Gi"})
+    message = wait_for(
+        lambda: (
+            (
+                said := condition(get(kube, "app", name, namespace), "Ready").get("message", "")
+            ).startswith("the driver pod cannot be scheduled yet: ")
+            and said
+        ),
+        timeout=60,
+        what="the Ready condition to say the driver cannot be scheduled",
+    )
+    assert "Insufficient cpu" in message
 
 
 def can_i(kubeconfig: Path, *args: str) -> bool:
