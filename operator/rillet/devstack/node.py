@@ -40,7 +40,7 @@ LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER_NAME = "rancher.io/local-path"
 # Below this much free disk the kubelet takes no new pods (DiskPressure). An amount, not a
 # percentage: these machines report a 252 GB filesystem of which a few GB are theirs, so 1% of it
-# tripped with 2.5 GB still free, and every pod of a test run stayed Pending.
+# tripped with 2.5 GB still free, and new pods stayed Pending behind the DiskPressure taint.
 EVICTION_FREE_DISK = "1Gi"
 # What `up` wants free once the images are in: the kubelet's floor above, and room for a test
 # run's Kafka logs, Spark checkpoints and pod logs (a whole `make test` wrote 0.7 GB).

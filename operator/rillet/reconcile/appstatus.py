@@ -16,7 +16,8 @@ Where an App stands, first match wins:
   with the choices it names), from its first exit on; likewise Kafka refusing the App's
   principal a topic (KafkaAccessDenied, naming the principal and the topics);
 - the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
-- the driver not ready yet: Pending, Reconciling (DriverStarting);
+- the driver not ready yet: Pending, Reconciling (DriverStarting), saying what it waits for
+  (the scheduler's reason it fits no node, the scheduler, the kubelet, its container);
 - the driver reporting failing batches: Running, Reconciling (BatchesFailing);
 - otherwise Running and Ready (Running). Ready is True only here.
 """
