@@ -9,10 +9,11 @@ Test plan:
 - co-partitioning: inputs of different counts, a written Table of another count; unknown
   counts pass;
 - the driver pod: running and ready; crash-looping with the last terminated message; not
-  scheduled (the scheduler's reason); a pod being deleted is not ready;
+  scheduled (the scheduler's reason); bound (its node); a pod being deleted is not ready;
 - the progress annotation is read as the runtime writes it (the same annotation name); a bad or
   missing one reads as empty, never as an error;
-- only Running executor pods not being deleted count.
+- only Running executor pods not being deleted count; those no node fits are counted, with
+  the scheduler's reason.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from rillet.reconcile import appobservations
+from rillet.reconcile import appobservations, appstatus
 from rillet.reconcile.appobservations import StreamInput
 from rillet.runtime import reporting
 
@@ -205,3 +206,25 @@ def test_only_running_executors_not_being_deleted_count() -> None:
         {"metadata": {}, "status": {"phase": "Running"}},
     ]
     assert appobservations.count_running_executors(pods) == 2
+
+
+def _unplaced(message: str, **metadata: Any) -> dict[str, Any]:
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    return {
+        "metadata": metadata,
+        "status": {"phase": "Pending", "conditions": [{**condition, "message": message}]},
+    }
+
+
+def test_executors_no_node_fits_are_counted_with_the_schedulers_reason() -> None:
+    pods = [
+        {"metadata": {}, "status": {"phase": "Running"}},
+        _unplaced("0/1 nodes are available: 1 Insufficient cpu."),
+        _unplaced("0/1 nodes are available: 1 Insufficient cpu."),
+        _unplaced("gone anyway", deletionTimestamp="2026-01-01T00:00:00Z"),
+        {"metadata": {}, "status": {"phase": "Pending"}},  # not looked at yet
+    ]
+    assert appobservations.unschedulable_executors(pods) == appstatus.UnschedulableExecutors(
+        2, "0/1 nodes are available: 1 Insufficient cpu."
+    )
+    assert appobservations.unschedulable_executors(pods[:1]) is None

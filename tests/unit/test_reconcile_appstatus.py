@@ -293,6 +293,18 @@ def test_a_pending_driver_says_what_it_waits_for(driver: DriverObservation, mess
     assert standing.verdict.message == message
 
 
+def test_executors_no_node_fits_are_named_in_the_progress() -> None:
+    unplaced = appstatus.UnschedulableExecutors(1, "0/1 nodes are available: 1 Insufficient cpu.")
+    observation = _observe(executors_unschedulable=unplaced)
+
+    status = appstatus.app_status(observation, previous=None, now=NOW)
+
+    assert status["conditions"][0]["message"] == (
+        "the driver is running, 2/3 executors ready (1 cannot be scheduled: 0/1 nodes are "
+        "available: 1 Insufficient cpu.), lag 1230 records"
+    )
+
+
 def test_running_status_carries_counts_and_progress() -> None:
     observation = _observe(
         last_batch_time=datetime(2025, 3, 4, 6, 6, 7, tzinfo=timezone(timedelta(hours=1))),

@@ -340,6 +340,7 @@ def observe(
         driver=appobservations.driver_observation(driver_pod) if driver_pod else None,
         executors_desired=None if suspended else executors.get("desired"),
         executors_ready=appobservations.count_running_executors(executor_pods),
+        executors_unschedulable=appobservations.unschedulable_executors(executor_pods),
         executors_cap=None if suspended else executors.get("cap"),
         inputs=() if suspended else _carried_inputs(previous, spec),
         last_batch_time=progress.last_batch_time,

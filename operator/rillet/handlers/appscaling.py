@@ -151,14 +151,14 @@ def observe(
     namespace, name = target.key
     drivers = pods.get((namespace, name, "driver"), [])
     driver = drivers[0] if drivers else None
+    executors = pods.get((namespace, name, "executor"), [])
     progress = appobservations.read_progress(driver)
     return appstatus.AppObservation(
         generation=target.body["metadata"].get("generation"),
         driver=appobservations.driver_observation(driver) if driver else None,
         executors_desired=decision.desired,
-        executors_ready=appobservations.count_running_executors(
-            pods.get((namespace, name, "executor"), [])
-        ),
+        executors_ready=appobservations.count_running_executors(executors),
+        executors_unschedulable=appobservations.unschedulable_executors(executors),
         executors_cap=decision.cap,
         inputs=inputs,
         last_batch_time=progress.last_batch_time,

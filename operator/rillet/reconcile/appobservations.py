@@ -7,8 +7,8 @@ indexes keep), so the scaling loop reads hundreds of Apps without building API m
 - `stream_inputs`: the Kafka topic each input read as a stream reads;
 - `copartitioning_problems`: stream inputs, or the Tables the App writes, whose partition counts
   differ;
-- `driver_observation`, `read_progress`, `count_running_executors`: the driver pod, the progress
-  annotation the driver writes on it, and the executor pods.
+- `driver_observation`, `read_progress`, `count_running_executors`, `unschedulable_executors`:
+  the driver pod, the progress annotation the driver writes on it, and the executor pods.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Final, Literal
 
 from rillet.api.v1alpha1 import conditions
 from rillet.reconcile.appobjects import drivers
-from rillet.reconcile.appstatus import DriverObservation
+from rillet.reconcile.appstatus import UNSCHEDULABLE, DriverObservation, UnschedulableExecutors
 
 # Written by the driver on its own pod (rillet.runtime.reporting, which the operator does not
 # import: it is the runtime's side).
@@ -226,6 +226,17 @@ def read_progress(pod: Mapping[str, Any] | None) -> Progress:
         batches=_number(document.get("batches"), int),
         application_id=application_id if isinstance(application_id, str) else None,
     )
+
+
+def unschedulable_executors(pods: Iterable[Mapping[str, Any]]) -> UnschedulableExecutors | None:
+    """The executor pods no node fits (Spark keeps asking for them), with the scheduler's
+    reason for one: what a user needs to free or resize. None when every pod was placed."""
+    messages = []
+    for pod in pods:
+        reason, message = _unschedulable(pod)
+        if reason == UNSCHEDULABLE and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            messages.append(message or "the scheduler gave no reason")
+    return UnschedulableExecutors(len(messages), messages[0]) if messages else None
 
 
 def count_running_executors(pods: Iterable[Mapping[str, Any]]) -> int:

@@ -88,6 +88,14 @@ class InputObservation:
     lag: int | None = None
 
 
+@dataclass(frozen=True)
+class UnschedulableExecutors:
+    """Executor pods no node fits, and the scheduler's reason for one of them."""
+
+    count: int
+    message: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class AppObservation:
     """Everything the status of one App is derived from."""
@@ -105,6 +113,7 @@ class AppObservation:
     batch_error: str | None = None  # the driver's last batch failure, while it still runs
     executors_desired: int | None = None
     executors_ready: int | None = None
+    executors_unschedulable: UnschedulableExecutors | None = None
     executors_cap: int | None = None  # 0 or None: unknown (scaling.derive_cap)
     inputs: tuple[InputObservation, ...] = ()
     last_batch_time: datetime | None = None
@@ -228,7 +237,10 @@ def _progress(observation: AppObservation) -> str:
     parts = ["the driver is running"]
     if observation.executors_ready is not None:
         desired = observation.executors_desired
-        parts.append(f"{observation.executors_ready}/{desired} executors ready")
+        ready = f"{observation.executors_ready}/{desired} executors ready"
+        if unplaced := observation.executors_unschedulable:
+            ready += f" ({unplaced.count} cannot be scheduled: {unplaced.message})"
+        parts.append(ready)
     lag = total_lag(observation.inputs)
     if lag is not None:
         parts.append(f"lag {lag} records")
