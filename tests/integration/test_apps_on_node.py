@@ -12,6 +12,8 @@ Test plan:
 - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
   its checkpoint (the Table exact: nothing lost, nothing counted twice);
 - a pipeline that fails at run time: the App is Stalled, with the error's last line;
+- executors that fit no node: the running App's Ready message counts them, with the
+  scheduler's reason;
 - the checkpoint volume deleted while the App is suspended: on resume the App is Stalled
   (CheckpointLost) and its Table is untouched; with checkpoint.onLoss Recompute the Table equals
   the ground truth again (the input holds its whole history).
@@ -385,6 +387,31 @@ def test_a_failing_pipeline_is_stalled_with_its_error(
     assert found["reason"] == "DriverCrashLooping"
     assert "bad line: " in found["message"]
     assert "\n" not in found["message"].strip()
+
+
+@pytest.mark.usefixtures("operator")
+def test_executors_no_node_fits_are_named_in_the_apps_status(
+    kube: Kube, namespace: str, kafka_prefix: str, runtime_image: str
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    documents = word_count(
+        app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+    )
+    documents[-1]["spec"]["executor"] = {"cpu": "64", "memory": "1Gi"}  # the node has 2
+    apply(kube, *documents)
+
+    message = wait_for(
+        lambda: (
+            (said := condition(get(kube, "app", app, namespace), "Ready").get("message", ""))
+            and "cannot be scheduled" in said
+            and said
+        ),
+        timeout=300,
+        interval=2,
+        what=f"App {app}'s Ready message to name its unschedulable executors",
+    )
+    assert message.startswith("the driver is running, 0/1 executors ready (1 cannot be scheduled: ")
+    assert "Insufficient cpu" in message
 
 
 @pytest.mark.usefixtures("operator")
