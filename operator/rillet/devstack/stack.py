@@ -16,6 +16,7 @@ import ssl
 import subprocess
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -471,8 +472,12 @@ def describe_node(state: StackState) -> list[str]:
     lines = [f"node {state.node.name} {state.node.address} Ready={ready}"]
     serialized = core.api_client.sanitize_for_serialization(found)
     lines += [f"  takes no pods: {reason}" for reason in node.why_pods_wait(serialized)]
-    for pod in core.list_pod_for_all_namespaces().items:
+    pods = core.list_pod_for_all_namespaces().items
+    for pod in pods:
         lines.append(f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}")
+    listed = core.api_client.sanitize_for_serialization(pods)
+    if unattended := node.unattended_pods(listed, now=datetime.now(UTC)):
+        lines.append(f"  pods waiting over a minute for: {', '.join(unattended)}")
     return lines
 
 
