@@ -234,8 +234,8 @@ def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
 def _node_takes_pods(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that starts pods on the node fails at once, saying why, when the node takes none;
     and one that failed is followed by the same check, which names what broke meanwhile.
-    Without it, each such test waited minutes for pods that stayed Pending: two CI runs spent 40
-    minutes on 14 tests and printed no reason."""
+    Without it, each such test waited minutes for pods that stayed Pending: a CI run spent 40
+    minutes on 15 tests and printed no reason."""
     if not _POD_FIXTURES & set(request.fixturenames):
         yield
         return
