@@ -51,7 +51,9 @@ def _table_get(
 
 
 def _ready_replicas(kube: Kube, name: str, namespace: str) -> int:
-    deployment = get(kube, "deployment", name, namespace)
+    # The Table's status names its server (handlers.tables) apart from the handler that applies
+    # the server's objects (handlers.tableserving): the Deployment may come a moment later.
+    deployment = kube.api.read("deployment", name, namespace) or {}
     return int((deployment.get("status") or {}).get("readyReplicas") or 0)
 
 
