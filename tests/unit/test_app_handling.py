@@ -255,7 +255,9 @@ def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
     target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
     assert target.group == f"rillet.{NAMESPACE}.wordcount"
     assert target.inputs == (
-        appobservations.StreamInput(name="sentences", topic="text.sentences", from_start=True),
+        appobservations.StreamInput(
+            name="sentences", topic="text.sentences", from_start=True, declared_partitions=3
+        ),
     )
     assert target.key == (NAMESPACE, "wordcount")
 

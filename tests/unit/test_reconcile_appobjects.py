@@ -11,7 +11,8 @@ Test plan:
   env, resources, mounts, readiness; a checkpoint claim unless the checkpoint is a URL;
 - checkpoint locations: URLs kept, paths put on the volume and kept on it;
 - Spark conf: client mode on Kubernetes, fixed ports, executor shape (heap + overhead = pod
-  memory), the App's sparkConf wins over defaults, Rillet's keys win over everything;
+  memory), the App's sparkConf wins over defaults, Rillet's keys win over everything; the
+  executors a driver starts with are minExecutors within the cap known (one when none is);
 - spec hash: a spec change rolls the driver; scaling, partitions and suspend do not touch the
   pod template at all;
 - fragments merge maps and lists and refuse contradictions; credentials never reach the
@@ -30,7 +31,7 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, naming
+from rillet.reconcile import apprun, naming, scaling
 from rillet.reconcile.appobjects import (
     building,
     contexts,
@@ -463,10 +464,38 @@ def test_executor_memory_splits_into_heap_and_overhead(
     assert sparkconfs.split_memory(quantity, sparkconfs.EXECUTOR_HEAP_SHARE) == (heap, overhead)
 
 
-def test_min_executors_is_the_initial_count() -> None:
+def test_min_executors_is_the_initial_count_within_the_declared_partitions() -> None:
+    # The example's input Topic declares 3 partitions.
     conf = sparkconfs.build_spark_conf(_context(scaling={"minExecutors": 3, "maxExecutors": 5}))
+    capped = sparkconfs.build_spark_conf(_context(scaling={"minExecutors": 5, "maxExecutors": 8}))
 
     assert conf["spark.executor.instances"] == "3"
+    assert capped["spark.executor.instances"] == "3"
+
+
+@pytest.mark.parametrize(
+    ("inputs", "state", "instances"),
+    [(2, None, "2"), (2, 4, "4"), (6, None, "5"), (None, None, "3"), (None, 8, "5")],
+)
+def test_a_driver_starts_its_executors_within_the_known_cap(
+    inputs: int | None, state: int | None, instances: str
+) -> None:
+    # Input partitions not known from Kafka: the example Topic's declared 3 stand in.
+    app, run_spec = _inputs(scaling={"minExecutors": 5, "maxExecutors": 8})
+    known = scaling.Parallelism(input_partitions=inputs, state_partitions=state)
+    context = contexts.build_context(app, run_spec, ENV, parallelism=known)
+
+    assert sparkconfs.build_spark_conf(context)["spark.executor.instances"] == instances
+
+
+def test_a_driver_starts_one_executor_when_no_input_declares_its_partitions() -> None:
+    app, run_spec = _inputs(scaling={"minExecutors": 3, "maxExecutors": 5})
+    unknown = run_spec.model_copy(
+        update={"inputs": tuple(i.model_copy(update={"partitions": None}) for i in run_spec.inputs)}
+    )
+    conf = sparkconfs.build_spark_conf(contexts.build_context(app, unknown, ENV))
+
+    assert conf["spark.executor.instances"] == "1"
 
 
 def test_app_spark_conf_overrides_defaults_but_not_rillet_keys() -> None:

@@ -6,7 +6,10 @@ Test plan:
   loop, starting, failing batches, running);
 - messages name the missing and unready objects, and a crash loop's message is the last line of
   the driver's error (not Spark's shutdown log lines after it);
-- Ready is True only while the driver runs and its batches succeed;
+- Ready is True only while the driver runs, its batches succeed and an executor is registered
+  (or none is wanted and there is nothing to read): otherwise WaitingForExecutors, or
+  ExecutorsUnschedulable with the scheduler's reason;
+- the cap says what binds it, and the state's partitions are shown;
 - counts: executors, per-input partitions and lag, totals (partitions only when all known),
   lastBatchTime in RFC 3339 UTC, rowsPerSecond rounded; unset fields left out;
 - transition times are kept while statuses hold, also through a suspension; the derived status
@@ -32,6 +35,8 @@ INPUTS = (
     InputObservation(name="clicks", topic="clicks", partitions=6, lag=1200),
     InputObservation(name="views", topic="team.views", partitions=3, lag=30),
 )
+IDLE_INPUTS = (InputObservation(name="clicks", topic="clicks", partitions=6, lag=0),)
+READY = ("True", "False", "False")
 SPARK_TAIL = """Traceback (most recent call last):
   File "/opt/rillet/venv/bin/rillet", line 8, in <module>
 pyspark.errors.exceptions.captured.AnalysisException: [UNRESOLVED_COLUMN] `wrd` cannot be resolved.
@@ -146,6 +151,42 @@ def _statuses(status: dict[str, Any]) -> tuple[str, ...]:
             "Running",
             ("False", "True", "False"),
             "BatchesFailing",
+        ),
+        # No executor registered: client-mode Spark runs no task on the driver.
+        (
+            {"executors_ready": 0},
+            "Running",
+            ("False", "True", "False"),
+            "WaitingForExecutors",
+        ),
+        (
+            {"executors_ready": 2, "executors_registered": 0},
+            "Running",
+            ("False", "True", "False"),
+            "WaitingForExecutors",
+        ),
+        (
+            {
+                "executors_ready": 0,
+                "executors_unschedulable": appstatus.UnschedulableExecutors(3, "Insufficient cpu"),
+            },
+            "Running",
+            ("False", "True", "False"),
+            "ExecutorsUnschedulable",
+        ),
+        # One registered is enough to process; none wanted with nothing to read is idle, Ready.
+        ({"executors_ready": 0, "executors_registered": 1}, "Running", READY, "Running"),
+        (
+            {"executors_ready": 0, "executors_desired": 0, "inputs": IDLE_INPUTS},
+            "Running",
+            READY,
+            "Running",
+        ),
+        (
+            {"executors_ready": 0, "executors_desired": 0},
+            "Running",
+            ("False", "True", "False"),
+            "WaitingForExecutors",
         ),
     ],
 )
@@ -303,6 +344,34 @@ def test_executors_no_node_fits_are_named_in_the_progress() -> None:
         "the driver is running, 2/3 executors ready (1 cannot be scheduled: 0/1 nodes are "
         "available: 1 Insufficient cpu.), lag 1230 records"
     )
+
+
+def test_executors_no_node_fits_make_the_app_not_ready_with_the_schedulers_reason() -> None:
+    unplaced = appstatus.UnschedulableExecutors(3, "0/1 nodes are available: 1 Insufficient cpu.")
+    observation = _observe(executors_ready=0, executors_unschedulable=unplaced)
+
+    status = appstatus.app_status(observation, previous=None, now=NOW)
+
+    ready = status["conditions"][0]
+    assert (ready["type"], ready["status"], ready["reason"]) == (
+        "Ready",
+        "False",
+        "ExecutorsUnschedulable",
+    )
+    assert ready["message"] == (
+        "the driver is running, 0/3 executors ready (3 cannot be scheduled: 0/1 nodes are "
+        "available: 1 Insufficient cpu.), lag 1230 records"
+    )
+
+
+def test_the_cap_says_what_binds_it_and_the_state_partitions_are_shown() -> None:
+    observation = _observe(executors_cap=9, executors_cap_by="InputPartitions", state_partitions=2)
+
+    status = appstatus.app_status(observation, previous=None, now=NOW)
+
+    assert status["executors"] == {"desired": 3, "ready": 2, "cap": 9, "capBy": "InputPartitions"}
+    assert status["statePartitions"] == 2
+    apps.AppStatus.model_validate(status)
 
 
 def test_running_status_carries_counts_and_progress() -> None:

@@ -1,7 +1,11 @@
 """Deciding an App's executor count from lag and partitions (pure).
 
 Test plan:
-- the cap: partitions // executorCores, at least 1, 0 (no cap) when partitions are unknown;
+- the cap: partitions // executorCores, at least 1, 0 (unknown) when partitions are unknown;
+  the widest stage's tasks: the input partitions, or the state's partitions of a stateful query
+  when they are more, and which of them binds;
+- a driver starts with minExecutors within the cap, and with at most one executor while the cap
+  is unknown;
 - one decision, table-tested: the lag's count within min/max/cap, with the reason of each bound;
 - stabilization: a lag dip does not scale down within the window; scaling up waits the short
   up-window; a raised cap applies in the same decision; the count never exceeds the cap;
@@ -48,6 +52,45 @@ def test_cap_is_partitions_per_executor_cores(partitions: int | None, cores: int
 
 
 @pytest.mark.parametrize(
+    ("inputs", "state", "cores", "cap", "binding"),
+    [
+        (2, None, 1, 2, scaling.INPUT_PARTITIONS),  # stateless: the read is the only stage
+        (6, 2, 1, 6, scaling.INPUT_PARTITIONS),  # an input grown past its state's partitions
+        (2, 8, 1, 8, scaling.STATE_PARTITIONS),  # the stage after the shuffle is wider
+        (2, 8, 4, 2, scaling.STATE_PARTITIONS),
+        (4, 4, 1, 4, scaling.INPUT_PARTITIONS),
+        (None, 8, 1, 0, None),  # inputs unknown: nothing known about the read stage
+    ],
+)
+def test_cap_is_the_widest_stage_per_executor_cores(
+    inputs: int | None, state: int | None, cores: int, cap: int, binding: str | None
+) -> None:
+    parallelism = scaling.Parallelism(input_partitions=inputs, state_partitions=state)
+
+    assert scaling.parallelism_cap(parallelism, cores) == cap
+    assert parallelism.binding == binding
+
+
+def test_a_stateful_cap_says_the_state_partitions_bind() -> None:
+    parallelism = scaling.Parallelism(input_partitions=2, state_partitions=4)
+    decision = scaling.plan_executors(
+        POLICY, partitions=parallelism, lag=50_000, history=(), current=None, now=1.0
+    )
+
+    assert (decision.desired, decision.cap, decision.cap_by) == (4, 4, scaling.STATE_PARTITIONS)
+    assert decision.reason == scaling.CAPPED_BY_PARTITIONS
+    assert "4 state partitions keep at most 4 busy" in decision.message
+
+
+@pytest.mark.parametrize(
+    ("min_executors", "cap", "starting"),
+    [(3, 2, 2), (3, 6, 3), (0, 6, 0), (3, 0, 1), (0, 0, 0), (1, 0, 1)],
+)
+def test_a_driver_starts_within_the_cap(min_executors: int, cap: int, starting: int) -> None:
+    assert scaling.starting_executors(_policy(min_executors=min_executors), cap) == starting
+
+
+@pytest.mark.parametrize(
     ("lag", "target", "executors"), [(0, 1000, 0), (1, 1000, 1), (1000, 1000, 1), (1001, 1000, 2)]
 )
 def test_lag_asks_for_ceil_of_lag_over_target(lag: int, target: int, executors: int) -> None:
@@ -68,8 +111,10 @@ def test_lag_asks_for_ceil_of_lag_over_target(lag: int, target: int, executors: 
         (_policy(executor_cores=4), 2, 50_000, 1, 1, scaling.CAPPED_BY_PARTITIONS),
         (_policy(min_executors=4), 2, 0, 2, 2, scaling.CAPPED_BY_PARTITIONS),
         (_policy(min_executors=4), 12, 2500, 4, 12, scaling.AT_MIN_EXECUTORS),
-        (POLICY, None, 50_000, 8, 0, scaling.CAPPED_BY_MAX_EXECUTORS),
-        (POLICY, None, 2500, 3, 0, scaling.LAG_ABOVE_PER_EXECUTOR_TARGET),
+        # Partitions unknown: one executor at most, whatever the lag or minExecutors asks.
+        (POLICY, None, 50_000, 1, 0, scaling.CAP_UNKNOWN),
+        (_policy(min_executors=3), None, 2500, 1, 0, scaling.CAP_UNKNOWN),
+        (_policy(min_executors=0), None, 0, 0, 0, scaling.CAP_UNKNOWN),
         (POLICY, 12, None, 1, 12, scaling.LAG_UNKNOWN),
     ],
 )

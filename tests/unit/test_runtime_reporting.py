@@ -6,7 +6,9 @@ Test plan:
   first batch), rowsPerSecond, batches and applicationId, set by a metadata merge patch;
 - rowsPerSecond: per topic the fastest query reading it (an input an output and its dead
   letters both read counts once), summed over topics; a query silent too long counts 0;
-- the tally counts every batch of every query and remembers when the last one was seen.
+- the tally counts every batch of every query and remembers when the last one was seen;
+- statePartitions: the most state partitions a stateful query reported (Spark's
+  numShufflePartitions of its state operators), absent for a stateless App.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from rillet.runtime import progress, reporting
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
 
 
-def batch(query: str, rates: dict[str, float]) -> progress.BatchProgress:
+def batch(
+    query: str, rates: dict[str, float], state_partitions: int | None = None
+) -> progress.BatchProgress:
     return progress.BatchProgress(
         query=query,
         batch_id=1,
@@ -31,6 +35,7 @@ def batch(query: str, rates: dict[str, float]) -> progress.BatchProgress:
         late_rows_dropped=0,
         observed={},
         source_rates=rates,
+        state_partitions=state_partitions,
     )
 
 
@@ -119,3 +124,33 @@ def test_the_tally_counts_batches_and_keeps_the_last_time() -> None:
     )
     now[0] = T0 + datetime.timedelta(seconds=90)
     assert tally.report(executors=2, application_id="spark-1").rows_per_second == 0.0
+
+
+def test_state_partitions_come_from_the_state_operators_of_a_batch() -> None:
+    parsed = progress.parse_progress(
+        {
+            "name": "q",
+            "batchId": 3,
+            "stateOperators": [
+                {"operatorName": "stateStoreSave", "numShufflePartitions": 2},
+                {"operatorName": "dedupe", "numShufflePartitions": 4},
+            ],
+        }
+    )
+    stateless = progress.parse_progress({"name": "q", "batchId": 3, "stateOperators": []})
+
+    assert (parsed.state_partitions, stateless.state_partitions) == (4, None)
+
+
+def test_the_annotation_says_the_most_state_partitions_of_the_stateful_queries() -> None:
+    tally = reporting.BatchTally(clock=lambda: T0)
+    tally.on_batch(batch("copy", {"t": 1.0}))
+    assert "statePartitions" not in json.loads(
+        tally.report(executors=1, application_id="a").to_json()
+    )
+
+    tally.on_batch(batch("counts", {"t": 1.0}, state_partitions=2))
+    tally.on_batch(batch("totals", {"t": 1.0}, state_partitions=6))
+    document = json.loads(tally.report(executors=1, application_id="a").to_json())
+
+    assert document["statePartitions"] == 6

@@ -227,7 +227,10 @@ def resolve(
         problems = _copartitioning(run_spec, spec, found)
         if problems:
             return Resolution(copartitioning=problems)
-        return Resolution(objects=appobjects.build_app_objects(app, run_spec, env))
+        known = appobservations.known_parallelism(body.get("status"))
+        return Resolution(
+            objects=appobjects.build_app_objects(app, run_spec, env, parallelism=known)
+        )
     except ValueError as error:  # the models' and builders' way of refusing a spec
         return Resolution(spec_problems=(_problem(error),))
 
@@ -342,6 +345,9 @@ def observe(
         executors_ready=appobservations.count_running_executors(executor_pods),
         executors_unschedulable=appobservations.unschedulable_executors(executor_pods),
         executors_cap=None if suspended else executors.get("cap"),
+        executors_cap_by=None if suspended else executors.get("capBy"),
+        executors_registered=progress.executors,
+        state_partitions=previous.get("statePartitions"),
         inputs=() if suspended else _carried_inputs(previous, spec),
         last_batch_time=progress.last_batch_time,
         rows_per_second=progress.rows_per_second,

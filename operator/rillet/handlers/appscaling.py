@@ -85,15 +85,18 @@ def target_of(body: Mapping[str, Any], views: indexes.AppViews) -> Target:
     """The App with the Kafka topics of its stream inputs (from the Topics index)."""
     meta, spec = body["metadata"], body.get("spec") or {}
     namespace, name = str(meta["namespace"]), str(meta["name"])
-    kafka_names = {}
+    kafka_names: dict[str, str] = {}
+    declared: dict[str, int | None] = {}
     for kind, ref in appobservations.references(spec):
         topic = views.topic(namespace, ref) if kind == "Topic" else None
         if topic is not None:
-            kafka_names[ref] = indexes.kafka_name("Topic", ref, namespace, topic.get("spec") or {})
+            topic_spec = topic.get("spec") or {}
+            kafka_names[ref] = indexes.kafka_name("Topic", ref, namespace, topic_spec)
+            declared[ref] = topic_spec.get("partitions")
     return Target(
         body=body,
         group=apprun.consumer_group(namespace=namespace, app=name),
-        inputs=appobservations.stream_inputs(spec, kafka_names),
+        inputs=appobservations.stream_inputs(spec, kafka_names, declared),
     )
 
 
@@ -141,16 +144,43 @@ def observe_inputs(
     )
 
 
+def driver_pod(
+    target: Target, pods: Mapping[PodKey, list[Mapping[str, Any]]]
+) -> Mapping[str, Any] | None:
+    """The App's driver pod, if there is one."""
+    namespace, name = target.key
+    drivers = pods.get((namespace, name, "driver"), [])
+    return drivers[0] if drivers else None
+
+
+def parallelism_of(
+    target: Target,
+    inputs: tuple[appstatus.InputObservation, ...],
+    driver: Mapping[str, Any] | None,
+) -> scaling.Parallelism:
+    """What the App's stages run at once: the input partitions Kafka reports, else those last
+    reported (Kafka unreachable), else those its Topics declare; the state partitions its
+    driver reports, else those last reported."""
+    known = appobservations.known_parallelism(target.body.get("status"))
+    partitions = (
+        appstatus.total_partitions(inputs)
+        or known.input_partitions
+        or appobservations.declared_partitions(target.inputs)
+    )
+    state = appobservations.read_progress(driver).state_partitions or known.state_partitions
+    return scaling.Parallelism(input_partitions=partitions, state_partitions=state)
+
+
 def observe(
     target: Target,
     inputs: tuple[appstatus.InputObservation, ...],
     decision: scaling.ScalingDecision,
     pods: Mapping[PodKey, list[Mapping[str, Any]]],
+    parallelism: scaling.Parallelism | None = None,
 ) -> appstatus.AppObservation:
     """What the scaling pass saw of one App, and what it decided."""
     namespace, name = target.key
-    drivers = pods.get((namespace, name, "driver"), [])
-    driver = drivers[0] if drivers else None
+    driver = driver_pod(target, pods)
     executors = pods.get((namespace, name, "executor"), [])
     progress = appobservations.read_progress(driver)
     return appstatus.AppObservation(
@@ -160,6 +190,9 @@ def observe(
         executors_ready=appobservations.count_running_executors(executors),
         executors_unschedulable=appobservations.unschedulable_executors(executors),
         executors_cap=decision.cap,
+        executors_cap_by=decision.cap_by,
+        executors_registered=progress.executors,
+        state_partitions=parallelism.state_partitions if parallelism else None,
         inputs=inputs,
         last_batch_time=progress.last_batch_time,
         rows_per_second=progress.rows_per_second,
@@ -265,16 +298,17 @@ class AppScaler:
         uid, previous = str(body["metadata"]["uid"]), body.get("status") or {}
         inputs = observe_inputs(target, lags)
         before = (previous.get("executors") or {}).get("desired")
+        parallelism = parallelism_of(target, inputs, driver_pod(target, pods))
         decision = scaling.plan_executors(
             policy_of(body.get("spec") or {}),
-            partitions=appstatus.total_partitions(inputs),
+            partitions=parallelism,
             lag=appstatus.total_lag(inputs),
             history=self._history.get(uid, ()),
             current=before,
             now=self._clock(),
         )
         self._history[uid] = decision.history
-        observation = observe(target, inputs, decision, pods)
+        observation = observe(target, inputs, decision, pods, parallelism)
         status = appstatus.app_status(observation, previous=previous, now=datetime.now(UTC))
         notes = scale_note(before, decision) + appreconciling.standing_notes(
             previous, appstatus.derive_standing(observation)

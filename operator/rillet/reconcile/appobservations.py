@@ -7,6 +7,8 @@ indexes keep), so the scaling loop reads hundreds of Apps without building API m
 - `stream_inputs`: the Kafka topic each input read as a stream reads;
 - `copartitioning_problems`: stream inputs, or the Tables the App writes, whose partition counts
   differ;
+- `known_parallelism`: the partitions the App's status last reported, which a new driver starts
+  its executors within;
 - `driver_observation`, `read_progress`, `count_running_executors`, `unschedulable_executors`:
   the driver pod, the progress annotation the driver writes on it, and the executor pods.
 """
@@ -20,6 +22,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from rillet.api.v1alpha1 import conditions
+from rillet.reconcile import scaling
 from rillet.reconcile.appobjects import drivers
 from rillet.reconcile.appstatus import UNSCHEDULABLE, DriverObservation, UnschedulableExecutors
 
@@ -95,16 +98,19 @@ class StreamInput:
     name: str
     topic: str
     from_start: bool = False
+    declared_partitions: int | None = None  # as its Topic declares them (None: external)
 
 
 def stream_inputs(
-    spec: Mapping[str, Any], kafka_names: Mapping[str, str]
+    spec: Mapping[str, Any],
+    kafka_names: Mapping[str, str],
+    declared: Mapping[str, int | None] | None = None,
 ) -> tuple[StreamInput, ...]:
     """The App's stream inputs (topicRef and external), with Kafka topic names.
 
-    `kafka_names` maps Topic object names to their Kafka topics; an input naming a Topic not in
-    it is left out (the App waits for that Topic anyway). Table inputs are read as a whole at
-    each batch, not as a stream: they have no lag.
+    `kafka_names` maps Topic object names to their Kafka topics, `declared` to their declared
+    partitions; an input naming a Topic not in it is left out (the App waits for that Topic
+    anyway). Table inputs are read as a whole at each batch, not as a stream: they have no lag.
     """
     found = []
     for item in spec.get("inputs") or ():
@@ -113,10 +119,24 @@ def stream_inputs(
         topic = kafka_names.get(topic_ref) if topic_ref else external
         if topic:
             from_start = item.get("startingOffsets") == "earliest"
+            partitions = _count((declared or {}).get(topic_ref)) if topic_ref else None
             found.append(
-                StreamInput(name=str(item["name"]), topic=str(topic), from_start=from_start)
+                StreamInput(
+                    name=str(item["name"]),
+                    topic=str(topic),
+                    from_start=from_start,
+                    declared_partitions=partitions,
+                )
             )
     return tuple(found)
+
+
+def declared_partitions(inputs: Iterable[StreamInput]) -> int | None:
+    """The partitions the inputs' Topics declare; None unless every input declares them."""
+    counts = [i.declared_partitions for i in inputs]
+    if not counts or any(not count for count in counts):
+        return None
+    return sum(count or 0 for count in counts)
 
 
 def copartitioning_problems(
@@ -142,6 +162,21 @@ def copartitioning_problems(
         f"spec.partitions to {expected} (or remove it to follow the inputs)"
         for name, count in tables
         if count and count != expected
+    )
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def known_parallelism(status: Mapping[str, Any] | None) -> scaling.Parallelism:
+    """What an App's status last said its stages run at once: the input partitions Kafka
+    reported and the state partitions its driver reported (None where not said). Partitions
+    only grow, so a driver started within these is within today's cap too."""
+    status = status or {}
+    return scaling.Parallelism(
+        input_partitions=_count(status.get("partitions")),
+        state_partitions=_count(status.get("statePartitions")),
     )
 
 
@@ -191,6 +226,9 @@ class Progress:
     rows_per_second: float | None = None
     batches: int | None = None
     application_id: str | None = None
+    # The state partitions of its stateful queries (Spark's numShufflePartitions, frozen in the
+    # checkpoint); None for a stateless App or before its first stateful batch.
+    state_partitions: int | None = None
 
 
 def _number(value: Any, kind: type[int] | type[float]) -> Any:
@@ -225,6 +263,7 @@ def read_progress(pod: Mapping[str, Any] | None) -> Progress:
         rows_per_second=_number(document.get("rowsPerSecond"), float),
         batches=_number(document.get("batches"), int),
         application_id=application_id if isinstance(application_id, str) else None,
+        state_partitions=_count(document.get("statePartitions")),
     )
 
 

@@ -19,7 +19,11 @@ Where an App stands, first match wins:
 - the driver not ready yet: Pending, Reconciling (DriverStarting), saying what it waits for
   (the scheduler's reason it fits no node, the scheduler, the kubelet, its container);
 - the driver reporting failing batches: Running, Reconciling (BatchesFailing);
-- otherwise Running and Ready (Running). Ready is True only here.
+- the driver running with no executor registered, while it has records to read or executors
+  to ask for: Running, Reconciling (ExecutorsUnschedulable with the scheduler's reason, or
+  WaitingForExecutors): client-mode Spark runs no task on the driver, so nothing is processed;
+- otherwise Running and Ready (Running): it processes records (or has none to read and
+  minExecutors 0). Ready is True only here.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ CHECKPOINT_LOST: Final = "CheckpointLost"
 CHECKPOINT_LOST_ERROR: Final = f"{checkpointloss.CheckpointLostError.__qualname__}: "
 DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
 BATCHES_FAILING: Final = "BatchesFailing"
+# The driver runs but no executor is registered with it: client-mode Spark runs no task on the
+# driver, so such an App processes nothing (Ready False). Unschedulable when the scheduler said
+# no node fits the executor pods (its message says why), waiting otherwise (starting).
+WAITING_FOR_EXECUTORS: Final = "WaitingForExecutors"
+EXECUTORS_UNSCHEDULABLE: Final = "ExecutorsUnschedulable"
 # The App's own Kafka principal could not be provisioned: Kafka unreachable (it may come back),
 # or Kafka refused the operator (its rights need fixing).
 KAFKA_UNAVAILABLE: Final = "KafkaUnavailable"
@@ -115,6 +124,10 @@ class AppObservation:
     executors_ready: int | None = None
     executors_unschedulable: UnschedulableExecutors | None = None
     executors_cap: int | None = None  # 0 or None: unknown (scaling.derive_cap)
+    executors_cap_by: str | None = None  # scaling.INPUT_PARTITIONS or STATE_PARTITIONS
+    # Executors registered with the driver, as it reports them (None: not reported yet).
+    executors_registered: int | None = None
+    state_partitions: int | None = None  # of its stateful queries, as its driver reported
     inputs: tuple[InputObservation, ...] = ()
     last_batch_time: datetime | None = None
     rows_per_second: float | None = None
@@ -230,14 +243,36 @@ def _running(observation: AppObservation) -> Standing:
     if observation.batch_error:
         verdict = statuses.Verdict("progressing", BATCHES_FAILING, observation.batch_error)
         return Standing("Running", verdict)
+    if _processes_nothing(observation):
+        reason = EXECUTORS_UNSCHEDULABLE if observation.executors_unschedulable else None
+        verdict = statuses.Verdict(
+            "progressing", reason or WAITING_FOR_EXECUTORS, _progress(observation)
+        )
+        return Standing("Running", verdict)
     return Standing("Running", statuses.Verdict("ready", RUNNING, _progress(observation)))
+
+
+def registered_executors(observation: AppObservation) -> int:
+    """Executors registered with the driver, as it reports them; until its first report, the
+    executor pods running."""
+    if observation.executors_registered is not None:
+        return observation.executors_registered
+    return observation.executors_ready or 0
+
+
+def _processes_nothing(observation: AppObservation) -> bool:
+    """No executor to run a task, while there is work: records to read, or executors wanted."""
+    if registered_executors(observation) > 0:
+        return False
+    idle = observation.executors_desired == 0 and not total_lag(observation.inputs)
+    return not idle
 
 
 def _progress(observation: AppObservation) -> str:
     parts = ["the driver is running"]
     if observation.executors_ready is not None:
         desired = observation.executors_desired
-        ready = f"{observation.executors_ready}/{desired} executors ready"
+        ready = f"{registered_executors(observation)}/{desired} executors ready"
         if unplaced := observation.executors_unschedulable:
             ready += f" ({unplaced.count} cannot be scheduled: {unplaced.message})"
         parts.append(ready)
@@ -307,6 +342,7 @@ def _executors(observation: AppObservation) -> dict[str, Any] | None:
             "desired": observation.executors_desired,
             "ready": observation.executors_ready,
             "cap": observation.executors_cap or None,
+            "capBy": observation.executors_cap_by if observation.executors_cap else None,
         }
     )
     return executors or None
@@ -343,6 +379,7 @@ def app_status(
         ),
         "phase": standing.phase,
         "partitions": total_partitions(observation.inputs),
+        "statePartitions": observation.state_partitions,
         "executors": _executors(observation),
         "inputs": _inputs(observation),
         "lag": total_lag(observation.inputs),

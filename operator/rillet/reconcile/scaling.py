@@ -11,10 +11,19 @@ The rule, per decision:
   goes up to the lowest recommendation of the scale-up window (none by default: at once);
 - a scale-down that the window would follow with a lower count within SCALE_DOWN_SETTLE_SECONDS
   waits for it (at most that long after it became due): one step down, not a staircase;
-- then the bounds apply at once: minExecutors, maxExecutors, and the partition cap (one task
-  reads one partition, so more cores than partitions sit idle). History holds recommendations
+- then the bounds apply at once: minExecutors, maxExecutors, and the cap: the tasks the App's
+  widest stage runs at once, per executor's cores (one task reads one input partition, one task
+  updates one state partition, so more cores than that sit idle). History holds recommendations
   before the bounds, so a raised cap (partitions grew) or a changed min/max takes effect in the
   same decision, and the count is never above the cap.
+
+The widest stage: a stateless query has one, its read of the input partitions. A stateful one
+also has the stage after its shuffle, with `spark.sql.shuffle.partitions` tasks, a count Spark
+freezes in the checkpoint at the first start (the driver reports it: `Parallelism`). An input
+grown past the state's partitions widens the read only: the executors past the state's
+partitions read and pre-aggregate, and sit idle while the state is updated (the status says so).
+While the cap is unknown (Kafka not read yet, nothing known from before) at most
+UNKNOWN_CAP_EXECUTORS run: never one executor past the partitions, not even at start.
 
 After an operator restart the history is empty: the count last asked for is then treated as
 recommended now, so nothing scales down until a full window has passed (and a scale-up waits
@@ -52,6 +61,16 @@ SCALE_DOWN_SETTLING: Final = "ScaleDownSettling"
 SCALE_UP_STABILIZING: Final = "ScaleUpStabilizing"
 AT_MIN_EXECUTORS: Final = "AtMinExecutors"
 LAG_UNKNOWN: Final = "LagUnknown"
+CAP_UNKNOWN: Final = "PartitionsUnknown"
+
+# What binds the cap (status.executors.capBy): the input's partitions or the state's.
+INPUT_PARTITIONS: Final = "InputPartitions"
+STATE_PARTITIONS: Final = "StatePartitions"
+
+# Executors an App may run while its cap is unknown: one, which no topic has fewer partitions
+# than, rather than minExecutors, which may be more than the topics have (KEDA and Flink's
+# autoscaler likewise never scale a source past a partition count they have not read).
+UNKNOWN_CAP_EXECUTORS: Final = 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,10 +94,36 @@ class Recommendation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Parallelism:
+    """The tasks an App's stages run at once: its input partitions (all stream inputs), and for
+    a stateful query its state's partitions (frozen in its checkpoint). None: not known."""
+
+    input_partitions: int | None
+    state_partitions: int | None = None
+
+    @property
+    def widest(self) -> int | None:
+        """Tasks of the widest stage; None while the input partitions are unknown."""
+        if not self.input_partitions:
+            return None
+        return max(self.input_partitions, self.state_partitions or 0)
+
+    @property
+    def binding(self) -> str | None:
+        """Which count sets the widest stage (INPUT_PARTITIONS on a tie); None if unknown."""
+        if not self.input_partitions:
+            return None
+        if (self.state_partitions or 0) > self.input_partitions:
+            return STATE_PARTITIONS
+        return INPUT_PARTITIONS
+
+
+@dataclass(frozen=True, kw_only=True)
 class ScalingDecision:
     """The executor count to ask for, why, and the history to pass to the next decision.
 
-    `cap` is the partition cap (0 while the partition count is unknown: no cap applies).
+    `cap` is the cap of the widest stage (0 while unknown: at most UNKNOWN_CAP_EXECUTORS run);
+    `cap_by` says which partitions set it (INPUT_PARTITIONS, STATE_PARTITIONS; None: unknown).
     """
 
     desired: int
@@ -86,6 +131,7 @@ class ScalingDecision:
     reason: str
     message: str
     history: tuple[Recommendation, ...]
+    cap_by: str | None = None
 
 
 def policy_for(
@@ -115,6 +161,17 @@ def derive_cap(total_partitions: int | None, executor_cores: int) -> int:
     return max(1, total_partitions // executor_cores)
 
 
+def parallelism_cap(parallelism: Parallelism, executor_cores: int) -> int:
+    """The most executors the widest stage keeps busy (derive_cap of its tasks); 0: unknown."""
+    return derive_cap(parallelism.widest, executor_cores)
+
+
+def starting_executors(policy: ScalingPolicy, cap: int) -> int:
+    """The executors a driver starts with, before any scaling decision reaches it: minExecutors
+    within the cap (at most UNKNOWN_CAP_EXECUTORS while it is unknown, 0 if minExecutors is)."""
+    return _bounds(policy, cap).lower
+
+
 def raw_executors(lag: int, lag_target: int) -> int:
     """Executors the lag asks for: ceil(lag / lagTarget), 0 without lag."""
     return -(-max(lag, 0) // lag_target)
@@ -128,7 +185,7 @@ class _Bounds:
 
 def _bounds(policy: ScalingPolicy, cap: int) -> _Bounds:
     # The cap lowers the minimum too: executors beyond the partitions would only sit idle.
-    upper = min(policy.max_executors, cap) if cap else policy.max_executors
+    upper = min(policy.max_executors, cap or UNKNOWN_CAP_EXECUTORS)
     return _Bounds(lower=min(policy.min_executors, upper), upper=upper)
 
 
@@ -189,7 +246,7 @@ def _trimmed(
 def plan_executors(
     policy: ScalingPolicy,
     *,
-    partitions: int | None,
+    partitions: int | Parallelism | None,
     lag: int | None,
     history: tuple[Recommendation, ...],
     current: int | None,
@@ -197,12 +254,17 @@ def plan_executors(
 ) -> ScalingDecision:
     """The executor count for the App now.
 
-    `partitions`: total partitions of the stream inputs (None: unknown). `lag`: total records
-    behind (None: unknown; the count then holds). `history`: the previous decision's history
-    (empty after an operator restart). `current`: the count last asked for (status
-    executors.desired), None if never. `now`: seconds on a monotonic clock.
+    `partitions`: the App's `Parallelism`, or the total partitions of its stream inputs (None:
+    unknown). `lag`: total records behind (None: unknown; the count then holds). `history`: the
+    previous decision's history (empty after an operator restart). `current`: the count last
+    asked for (status executors.desired), None if never. `now`: seconds on a monotonic clock.
     """
-    cap = derive_cap(partitions, policy.executor_cores)
+    parallelism = (
+        partitions
+        if isinstance(partitions, Parallelism)
+        else Parallelism(input_partitions=partitions)
+    )
+    cap = parallelism_cap(parallelism, policy.executor_cores)
     bounds = _bounds(policy, cap)
     past = _seeded(history, current, now)
     if lag is None:
@@ -210,6 +272,12 @@ def plan_executors(
         desired = _clamp(bounds.lower if current is None else current, bounds)
         reason, message = LAG_UNKNOWN, f"lag not known yet: keeping {desired} executors"
         newest = None
+    elif not cap:
+        # Lag without partitions (not seen together in practice): no count past what is safe.
+        newest = Recommendation(at=now, executors=raw_executors(lag, policy.lag_target))
+        desired = _clamp(newest.executors, bounds)
+        reason = CAP_UNKNOWN
+        message = f"partitions not known yet: at most {bounds.upper} executors until they are"
     else:
         raw = raw_executors(lag, policy.lag_target)
         newest = Recommendation(at=now, executors=raw)
@@ -229,14 +297,19 @@ def plan_executors(
                 policy,
                 cap=cap,
                 bounds=bounds,
-                partitions=partitions,
+                parallelism=parallelism,
                 lag=lag,
                 raw=raw,
                 desired=desired,
             )
     history = _trimmed(policy, past, newest, now)
     return ScalingDecision(
-        desired=desired, cap=cap, reason=reason, message=message, history=history
+        desired=desired,
+        cap=cap,
+        reason=reason,
+        message=message,
+        history=history,
+        cap_by=parallelism.binding,
     )
 
 
@@ -270,7 +343,7 @@ def _explain(
     *,
     cap: int,
     bounds: _Bounds,
-    partitions: int | None,
+    parallelism: Parallelism,
     lag: int,
     raw: int,
     desired: int,
@@ -284,7 +357,7 @@ def _explain(
     if desired < wanted:
         window = policy.scale_up_window_seconds
         return SCALE_UP_STABILIZING, f"{needs}; {desired} until wanted for {window:g}s"
-    by_partitions = f"{needs}; {partitions} partitions keep at most {cap} busy"
+    by_partitions = f"{needs}; {_widest_phrase(parallelism)} keep at most {cap} busy"
     if raw > bounds.upper:
         if cap and cap < policy.max_executors:
             return CAPPED_BY_PARTITIONS, f"{by_partitions} at {policy.executor_cores} cores each"
@@ -294,6 +367,13 @@ def _explain(
             return CAPPED_BY_PARTITIONS, f"{by_partitions}, below minExecutors"
         return AT_MIN_EXECUTORS, f"{needs}; minExecutors is {policy.min_executors}"
     return LAG_ABOVE_PER_EXECUTOR_TARGET, needs
+
+
+def _widest_phrase(parallelism: Parallelism) -> str:
+    """ "6 partitions", or "2 state partitions" when the state's partitions set the widest stage."""
+    if parallelism.binding == STATE_PARTITIONS:
+        return f"{parallelism.state_partitions} state partitions"
+    return f"{parallelism.input_partitions} partitions"
 
 
 @dataclass(frozen=True)

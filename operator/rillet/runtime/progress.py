@@ -50,6 +50,9 @@ class BatchProgress:
     late_rows_dropped: int
     observed: Mapping[str, Mapping[str, Any]]
     source_rates: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # The most partitions a state operator of the query runs (numShufflePartitions); None for
+    # a stateless query.
+    state_partitions: int | None = None
 
     @property
     def end_offsets(self) -> dict[TopicPartition, int]:
@@ -103,7 +106,14 @@ def parse_progress(progress: Mapping[str, Any]) -> BatchProgress:
         ),
         observed=progress.get("observedMetrics") or {},
         source_rates=source_rates(progress.get("sources", [])),
+        state_partitions=state_partitions(progress.get("stateOperators", [])),
     )
+
+
+def state_partitions(operators: Iterable[Mapping[str, Any]]) -> int | None:
+    """The most partitions any state operator of a batch ran (None: no state operator)."""
+    counts = [int(op.get("numShufflePartitions") or 0) for op in operators]
+    return max(counts, default=0) or None
 
 
 def source_rates(sources: Iterable[Mapping[str, Any]]) -> dict[str, float]:

@@ -14,7 +14,10 @@ The driver pod carries one annotation, rewritten every few seconds by the in-clu
   dead-letter query counts once), summed over topics; a query without a batch for
   `FRESH_SECONDS` counts 0 (Spark reports no progress while a query is idle);
 - batches: micro-batches finished by all of the App's queries since the driver started;
-- applicationId: Spark's application id (changes when the driver restarts).
+- applicationId: Spark's application id (changes when the driver restarts);
+- statePartitions: the most state partitions a stateful query of the App runs (Spark's
+  numShufflePartitions of its state operators, frozen in its checkpoint at the first start),
+  once such a query reported a batch; absent for a stateless App.
 
 `BatchTally` is fed by the progress listener (a batch handler) and read by the loop; the rest
 is purely computational.
@@ -51,6 +54,9 @@ class ProgressReport:
     rows_per_second: float
     batches: int
     application_id: str
+    # The state partitions of the App's stateful queries (frozen in their checkpoints): what
+    # the stage after their shuffle runs at once, which the operator's executor cap counts.
+    state_partitions: int | None = None
 
     def to_json(self) -> str:
         """The annotation's value: compact JSON, keys in a fixed order."""
@@ -61,6 +67,8 @@ class ProgressReport:
             "batches": self.batches,
             "applicationId": self.application_id,
         }
+        if self.state_partitions is not None:
+            document["statePartitions"] = self.state_partitions
         return json.dumps(document, separators=(",", ":"))
 
 
@@ -105,6 +113,7 @@ class BatchTally:
         self._batches = 0
         self._last: datetime.datetime | None = None
         self._rates: dict[tuple[str, str], SourceRate] = {}
+        self._state_partitions: dict[str, int] = {}
 
     def on_batch(self, batch: progress.BatchProgress) -> None:
         """A batch handler for the progress listener."""
@@ -114,6 +123,8 @@ class BatchTally:
             self._last = now
             for topics, rate in batch.source_rates.items():
                 self._rates[(batch.query, topics)] = SourceRate(rate=rate, at=now)
+            if batch.state_partitions:
+                self._state_partitions[batch.query] = batch.state_partitions
 
     def report(self, *, executors: int, application_id: str) -> ProgressReport:
         """The progress as of now."""
@@ -126,4 +137,5 @@ class BatchTally:
                 rows_per_second=rate,
                 batches=self._batches,
                 application_id=application_id,
+                state_partitions=max(self._state_partitions.values(), default=None),
             )

@@ -84,6 +84,9 @@ Trigger = appspecs.Trigger
 DeadLetter = appspecs.DeadLetter
 
 Phase = Literal["Pending", "Running", "Suspended", "Failed"]
+# Which partitions set an App's executor cap: its inputs' (the read stage) or its state's (the
+# stage after a stateful query's shuffle), whichever runs more tasks at once.
+CapBy = Literal["InputPartitions", "StatePartitions"]
 
 
 def is_reserved_spark_conf(key: str) -> bool:
@@ -243,8 +246,14 @@ class Executors(objects.WireModel):
     # Input partitions of up to 16 topics (int32 each) over the cores: int64.
     cap: fields.Count64 | None = Field(
         default=None,
-        description="Most executors the inputs can keep busy: input partitions / executorCores "
-        "(at least 1). Absent while the partition counts are unknown.",
+        description="Most executors the App can keep busy: the tasks of its widest stage (input "
+        "partitions, or a stateful query's state partitions when more) / executorCores (at "
+        "least 1). Absent while the partition counts are unknown (then at most 1 executor).",
+    )
+    cap_by: CapBy | None = Field(
+        default=None,
+        description="What sets the cap: InputPartitions or StatePartitions (the stage after a "
+        "stateful query's shuffle, whose partitions its checkpoint keeps).",
     )
 
 
@@ -270,6 +279,13 @@ class AppStatus(conditions.Status):
     partitions: fields.Count64 | None = Field(
         default=None,
         description="Total partitions of the App's inputs: the most executor cores it can use.",
+    )
+    state_partitions: fields.Count32 | None = Field(
+        default=None,
+        description="Partitions of the App's state (spark.sql.shuffle.partitions as its "
+        "checkpoint keeps it), as its stateful queries report them. Absent for a stateless App. "
+        "Input partitions added later do not change it: executors past it read and "
+        "pre-aggregate, the state is updated by this many tasks.",
     )
     executors: Executors | None = Field(default=None, description="Executor counts.")
     inputs: list[InputStatus] | None = Field(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun
+from rillet.reconcile import apprun, scaling
 from rillet.reconcile.appobjects import contexts, credentials, drivers, rbac, sparkconfs
 
 
@@ -38,14 +38,19 @@ class AppObjects:
 
 
 def build_app_objects(
-    app: apps.App, run_spec: apprun.RunSpec, env: contexts.AppEnvironment
+    app: apps.App,
+    run_spec: apprun.RunSpec,
+    env: contexts.AppEnvironment,
+    *,
+    parallelism: scaling.Parallelism | None = None,
 ) -> AppObjects:
     """The objects of `app` (metadata.name, namespace via the run spec, and uid required).
 
     The run spec's checkpoint location is replaced by where the driver keeps it
-    (contexts.checkpoint_location). Raises ValueError as contexts.build_context does.
+    (contexts.checkpoint_location). `parallelism`: what the App is known to run at once (see
+    contexts.AppContext). Raises ValueError as contexts.build_context does.
     """
-    context = contexts.build_context(app, run_spec, env)
+    context = contexts.build_context(app, run_spec, env, parallelism=parallelism)
     return AppObjects(
         service_account=rbac.build_service_account(context),
         role=rbac.build_role(context),

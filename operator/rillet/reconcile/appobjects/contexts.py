@@ -8,13 +8,14 @@ pod specs and the Service agree on them.
 
 from __future__ import annotations
 
+import dataclasses
 import posixpath
 import re
 from dataclasses import dataclass
 from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun
+from rillet.reconcile import apprun, scaling
 
 # Where the ConfigMap `<app>-run` is mounted, and its keys.
 CONFIG_DIR: Final = "/etc/rillet"
@@ -67,6 +68,10 @@ class AppContext:
     app: apps.App
     run_spec: apprun.RunSpec
     env: AppEnvironment
+    # What the App's stages are known to run at once (partitions Kafka last reported, the
+    # state's partitions its driver last reported), which bounds the executors a driver starts
+    # with; None: only what the Topics declare is known.
+    parallelism: scaling.Parallelism | None = None
 
     @property
     def name(self) -> str:
@@ -87,6 +92,20 @@ class AppContext:
     def spec(self) -> apps.AppSpec:
         """The App's spec."""
         return self.app.spec
+
+    @property
+    def starting_executors(self) -> int:
+        """The executors a driver starts with: minExecutors within the cap of the widest stage
+        known (at most one when nothing is known), so that not even a driver's first second
+        runs an executor past the partitions."""
+        declared = declared_parallelism(self.run_spec)
+        known = self.parallelism or declared
+        if known.input_partitions is None:  # Kafka not read yet: what the Topics declare
+            known = dataclasses.replace(known, input_partitions=declared.input_partitions)
+        policy = scaling.policy_for(self.spec.scaling)
+        return scaling.starting_executors(
+            policy, scaling.parallelism_cap(known, policy.executor_cores)
+        )
 
     @property
     def checkpoint_volume(self) -> bool:
@@ -124,7 +143,20 @@ def checkpoint_location(app: apps.App) -> str:
     return CHECKPOINT_DIR + posixpath.normpath("/" + path.lstrip("/")).rstrip("/")
 
 
-def build_context(app: apps.App, run_spec: apprun.RunSpec, env: AppEnvironment) -> AppContext:
+def declared_parallelism(run_spec: apprun.RunSpec) -> scaling.Parallelism:
+    """The input partitions the App's Topics declare (unknown if an input's are not declared)."""
+    counts = [i.partitions for i in run_spec.stream_inputs]
+    known = bool(counts) and all(counts)
+    return scaling.Parallelism(input_partitions=sum(c or 0 for c in counts) if known else None)
+
+
+def build_context(
+    app: apps.App,
+    run_spec: apprun.RunSpec,
+    env: AppEnvironment,
+    *,
+    parallelism: scaling.Parallelism | None = None,
+) -> AppContext:
     """The context of one App; its run spec's checkpoint location is where the driver keeps it.
 
     Raises ValueError for an App without name or uid (not read from the apiserver) and for a
@@ -134,7 +166,7 @@ def build_context(app: apps.App, run_spec: apprun.RunSpec, env: AppEnvironment) 
         raise ValueError("the App needs metadata.name and metadata.uid (as read from the cluster)")
     _refuse_credentials(run_spec)
     resolved = run_spec.model_copy(update={"checkpoint_location": checkpoint_location(app)})
-    return AppContext(app=app, run_spec=resolved, env=env)
+    return AppContext(app=app, run_spec=resolved, env=env, parallelism=parallelism)
 
 
 # Kafka client settings that carry secrets (sasl.jaas.config, ssl.key.password, ...).

@@ -136,10 +136,10 @@ def _executor_shape(context: contexts.AppContext) -> SparkConf:
 
 def _executor_count(context: contexts.AppContext) -> SparkConf:
     # Rillet scales executors itself, from lag: Spark's dynamic allocation scales on pending
-    # tasks, and killExecutors (how the runtime scales down) requires it off. The initial count
-    # is the minimum; the runtime then asks for the App's desired count.
+    # tasks, and killExecutors (how the runtime scales down) requires it off. Spark starts this
+    # many before the runtime reads the App's desired count: the minimum, within the cap.
     return {
-        "spark.executor.instances": str(context.spec.scaling.min_executors),
+        "spark.executor.instances": str(context.starting_executors),
         "spark.dynamicAllocation.enabled": "false",
     }
 
