@@ -12,8 +12,9 @@ Test plan:
 - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
   its checkpoint (the Table exact: nothing lost, nothing counted twice);
 - a pipeline that fails at run time: the App is Stalled, with the error's last line;
-- executors that fit no node: the running App's Ready message counts them, with the
-  scheduler's reason;
+- three executors that fit no node: the running App is not Ready (ExecutorsUnschedulable, its
+  message counting them with the scheduler's reason), and kstatus and Argo CD's health check
+  read it as in progress;
 - the checkpoint volume deleted while the App is suspended: on resume the App is Stalled
   (CheckpointLost) and its Table is untouched; with checkpoint.onLoss Recompute the Table equals
   the ground truth again (the input holds its whole history).
@@ -35,6 +36,7 @@ from confluent_kafka import Producer
 from rillet.devstack import stack as devstack
 from rillet.runtime import tables
 
+from . import gitopshealth
 from .conftest import Kube
 from .objects import apply, condition, get, topic
 from .polling import wait_for
@@ -390,7 +392,7 @@ def test_a_failing_pipeline_is_stalled_with_its_error(
 
 
 @pytest.mark.usefixtures("operator")
-def test_executors_no_node_fits_are_named_in_the_apps_status(
+def test_executors_no_node_fits_make_the_app_not_ready_saying_why(
     kube: Kube, namespace: str, kafka_prefix: str, runtime_image: str
 ) -> None:
     app, lines, counts = names(kafka_prefix)
@@ -398,20 +400,25 @@ def test_executors_no_node_fits_are_named_in_the_apps_status(
         app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
     )
     documents[-1]["spec"]["executor"] = {"cpu": "64", "memory": "1Gi"}  # the node has 2
+    documents[-1]["spec"]["scaling"] |= {"minExecutors": 3, "maxExecutors": 3}
     apply(kube, *documents)
 
-    message = wait_for(
+    ready = wait_for(
         lambda: (
-            (said := condition(get(kube, "app", app, namespace), "Ready").get("message", ""))
-            and "cannot be scheduled" in said
-            and said
+            (found := condition(get(kube, "app", app, namespace), "Ready"))
+            and found.get("reason") == "ExecutorsUnschedulable"
+            and found
         ),
         timeout=300,
         interval=2,
-        what=f"App {app}'s Ready message to name its unschedulable executors",
+        what=f"App {app} not Ready, its executors unschedulable",
     )
-    assert message.startswith("the driver is running, 0/1 executors ready (1 cannot be scheduled: ")
-    assert "Insufficient cpu" in message
+    assert ready["status"] == "False", ready
+    assert ready["message"].startswith("the driver is running, 0/3 executors ready (3 cannot be ")
+    assert "Insufficient cpu" in ready["message"]
+    # Flux and Argo CD wait for it, neither calls it healthy nor failed.
+    (health,) = gitopshealth.assess([get(kube, "app", app, namespace)])
+    assert (health.kstatus, health.argocd) == ("InProgress", "Progressing"), health
 
 
 @pytest.mark.usefixtures("operator")

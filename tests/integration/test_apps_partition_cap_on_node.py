@@ -9,7 +9,11 @@ Test plan:
 - the App starts with a large lag: its executor pods reach 2 and never 3, from the driver's first
   second (the initial count Spark starts with is within the cap, not minExecutors);
 - the driver pod is deleted: the new driver starts, and again never more than 2 executor pods;
-- the status says the cap is 2, bound by the input's partitions, and why the count is not 3.
+- the status says the cap is 2, bound by the input's partitions, and why the count is not 3;
+- a stateful word count whose input grows from 2 to 6 partitions: its state keeps the 2
+  partitions its checkpoint froze (status.statePartitions, from what Spark reports), the cap
+  follows the widest stage (the read of 6 partitions: capBy InputPartitions), and its Table stays
+  exact (the counts of every word the test wrote, before and after the growth).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pytest
 from .conftest import Kube
 from .objects import apply, get, topic, wait_condition
 from .polling import wait_for
+from .test_apps_on_node import COUNT_WORDS, names, produce_lines, wait_table, word_count
 from .test_apps_scaling_on_node import copying_app, pods, produce
 
 pytestmark = pytest.mark.usefixtures("operator")
@@ -137,3 +142,42 @@ def assert_within_cap(sampler: PodSampler, started: float) -> None:
     assert len(sampler.counts) >= (time.monotonic() - started) / 3, len(sampler.counts)
     over = [(round(at - started), count) for at, count in sampler.counts if count > PARTITIONS]
     assert not over, f"executor pods past the {PARTITIONS} partitions (s after apply, pods): {over}"
+
+
+def test_a_stateful_app_grown_past_its_state_partitions_says_what_binds_and_stays_exact(
+    kube: Kube, namespace: str, kafka_prefix: str, kafka_bootstrap: str, runtime_image: str
+) -> None:
+    app, lines, counts = names(kafka_prefix)
+    documents = word_count(
+        app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+    )
+    documents[0]["spec"]["partitions"] = PARTITIONS  # the Table follows its writer's inputs
+    apply(kube, *documents)
+    truth = produce_lines(kafka_bootstrap, lines, 3_000, seed=34)
+    wait_table(kafka_bootstrap, counts, truth, timeout=400)
+
+    kube.kubectl(
+        "patch",
+        "topic",
+        lines,
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec": {"partitions": 6}}',
+    )
+    wait_condition(kube, "table", counts, namespace, timeout=60)
+    truth += produce_lines(kafka_bootstrap, lines, 3_000, seed=35)
+    wait_table(kafka_bootstrap, counts, truth, timeout=400)
+
+    status = wait_for(
+        lambda: (
+            (found := get(kube, "app", app, namespace)["status"]).get("partitions") == 6
+            and found.get("statePartitions")
+            and found
+        ),
+        timeout=60,
+        what="the App's status to show 6 input partitions and its state's",
+    )
+    assert status["statePartitions"] == PARTITIONS, status
+    assert (status["executors"]["cap"], status["executors"]["capBy"]) == (6, "InputPartitions")

@@ -11,6 +11,8 @@ Test plan (kind x state: how the state is reached):
 - generation not observed: that operator observed them, was stopped, then their spec changed
   (kstatus and Argo CD must say so in their messages, not only by their verdict);
 - Ready: Topic, Table with partitions; App with its driver running on the node;
+- executors unschedulable: an App whose driver runs on the node but whose executor asks for 64
+  CPUs (ExecutorsUnschedulable);
 - Reconciling: Topic under an operator whose Kafka is unreachable (KafkaUnavailable); Table
   without partitions or writer (WaitingForPartitions); App reading a missing Topic
   (WaitingForTopics);
@@ -84,11 +86,24 @@ def wait_paused(kube: Kube, kind: str, name: str, namespace: str) -> dict[str, A
 
 
 def wait_reason(
-    kube: Kube, kind: str, name: str, namespace: str, condition_type: str, reason: str
+    kube: Kube,
+    kind: str,
+    name: str,
+    namespace: str,
+    condition_type: str,
+    reason: str,
+    **wait: float,
 ) -> dict[str, Any]:
     """The object once its `condition_type` condition is True with `reason`."""
     return wait_condition(
-        kube, kind, name, namespace, condition_type=condition_type, status="True", reason=reason
+        kube,
+        kind,
+        name,
+        namespace,
+        condition_type=condition_type,
+        status="True",
+        reason=reason,
+        **wait,
     )
 
 
@@ -119,6 +134,17 @@ def apply_session_objects(kube: Kube, namespace: str, n: Names, runtime_image: s
             driver=SMALL,
             executor=SMALL,
         ),
+        app(
+            n("a-unplaced"),
+            namespace,
+            reads=n("a-words"),
+            writes=n("a-out-unplaced"),
+            image=runtime_image,
+            scaling={"minExecutors": 1, "maxExecutors": 1},
+            driver=SMALL,
+            executor={"cpu": "64", "memory": "512Mi"},  # the node has 2 CPUs
+        ),
+        table(n("a-out-unplaced"), namespace, partitions=1),
         lookup,
         table(n("a-out-stalled"), namespace, partitions=1),
         stalled_app,
@@ -269,6 +295,18 @@ def app_states(kube: Kube, namespace: str, n: Names) -> list[tuple[Row, dict[str
                 condition_type="Reconciling",
                 status="False",
                 reason="Suspended",
+            ),
+        ),
+        (
+            ("App", "executors unschedulable"),
+            wait_reason(
+                kube,
+                "app",
+                n("a-unplaced"),
+                namespace,
+                "Reconciling",
+                "ExecutorsUnschedulable",
+                timeout=300,
             ),
         ),
         # The driver starts on the node: its image, a JVM, then Spark's first batch.
