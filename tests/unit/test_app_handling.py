@@ -14,7 +14,9 @@ Test plan:
   settled Apps held back by their spec; an Event only when the count changes; pods grouped by
   namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App;
   a pass observes each input's partitions and lag (unknown where Kafka told nothing), the
-  driver pod with its progress, and the Running executors;
+  driver pod with its progress, and the Running executors; without Kafka, the cap is the one
+  the status last gave, else the Topics' declared one, and neither the decision nor a new
+  driver's initial executors pass it;
 - the environment: the App settings win over what the operator itself uses;
 - REST paths of the App's objects, the spec hash of a StatefulSet, a refusal's message; App
   pods listed in one request, or one per namespace with Apps when the rights are namespaced.
@@ -288,6 +290,46 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
     assert (observation.executors_cap, observation.rows_per_second) == (3, 12.5)
     alone = appscaling.observe(target, inputs, decision, {})
     assert (alone.driver, alone.executors_ready) == (None, 0)
+
+
+def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one() -> None:
+    found = _wordcount()  # its Topic declares 3 partitions
+    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    unknown = appscaling.observe_inputs(target, {})
+    stateful = {
+        "metadata": {"annotations": {"rillet.io/progress": '{"statePartitions": 8}'}},
+    }
+
+    declared = appscaling.parallelism_of(target, unknown, None)
+    reported = appscaling.parallelism_of(target, unknown, stateful)
+    found["App"]["status"] = {"partitions": 2, "statePartitions": 4}
+    known = appscaling.parallelism_of(target, unknown, None)
+
+    assert declared == scaling.Parallelism(input_partitions=3)
+    assert known == scaling.Parallelism(input_partitions=2, state_partitions=4)
+    assert reported == scaling.Parallelism(input_partitions=3, state_partitions=8)
+
+
+def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> None:
+    found = _wordcount()
+    found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 8}
+    found["App"]["status"] = {"partitions": 2}
+    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    parallelism = appscaling.parallelism_of(target, appscaling.observe_inputs(target, {}), None)
+
+    decision = scaling.plan_executors(
+        appscaling.policy_of(found["App"]["spec"]),
+        partitions=parallelism,
+        lag=None,
+        history=(),
+        current=None,
+        now=0.0,
+    )
+    resolved = appreconciling.resolve(found["App"], _views(*found.values()), ENV)
+
+    assert (decision.desired, decision.cap) == (2, 2)
+    assert resolved.objects is not None
+    assert resolved.objects.spark_conf["spark.executor.instances"] == "2"
 
 
 def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
