@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from rillet.devstack import stack as devstack
+from tests import hostsnapshot
 
 TESTS = Path(__file__).parent
 MEASUREMENT = "measurement"
@@ -38,6 +39,8 @@ MEASUREMENT = "measurement"
 NODE_FIXTURES = {"runtime_image", "operator_image"}
 # Set by an xdist controller that found no stack running, for its workers (which inherit it).
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
+# The host as that controller found it, before its `rillet dev up`.
+_HOST_BEFORE = pytest.StashKey[hostsnapshot.Snapshot]()
 # pyspark's launcher puts these in the command of each driver JVM it starts (a test session's,
 # a `rillet run`'s), beside Rillet's and the App's own options. Unless the caller set its own.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
@@ -87,10 +90,16 @@ def controller_stops_the_stack() -> bool:
     return os.environ.get(_CONTROLLER_STOPS) == "1"
 
 
-def stop_stack(state: devstack.StackState) -> list[str]:
-    """`rillet dev down`; what it left behind (nothing, when it cleaned up fully)."""
+def stop_stack(
+    state: devstack.StackState, before: hostsnapshot.Snapshot | None = None
+) -> list[str]:
+    """`rillet dev down`; what it left behind (nothing, when it cleaned up fully): by its own
+    lists, and, given the host as it was before `up`, by the host's (tests/hostsnapshot.py)."""
     devstack.down()
-    return devstack.leftovers(state)
+    left = devstack.leftovers(state)
+    if before is not None:
+        left += hostsnapshot.left_behind_since(before, hostsnapshot.StackScope.of(state))
+    return left
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -115,6 +124,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if not _runs_integration_tests(config):
         return
     os.environ[_CONTROLLER_STOPS] = "1"
+    config.stash[_HOST_BEFORE] = hostsnapshot.take()
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
         started = subprocess.run([sys.executable, "-m", "rillet.cli", "dev", "up"], check=False)
@@ -128,7 +138,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = devstack.load()
     if state is None:  # its `rillet dev up` failed before recording one
         return
-    left = stop_stack(state)
+    left = stop_stack(state, session.config.stash.get(_HOST_BEFORE, None))
     if left:
         message = f"`rillet dev down` left behind: {left}"
         session.config.get_terminal_writer().line(message, red=True)

@@ -37,6 +37,7 @@ from rillet.devstack import stack as devstack
 from rillet.devstack.kafka import KafkaCluster
 from rillet.devstack.operating import OperatorProcess
 from tests import conftest as shared
+from tests import hostsnapshot
 
 from . import isolation
 from .kubeapi import KubeApi
@@ -63,7 +64,8 @@ def measurement(request: pytest.FixtureRequest) -> Callable[[str], None]:
 @pytest.fixture(scope="session")
 def stack() -> Iterator[devstack.StackState]:
     """The stack; one this run started is stopped at its end, and must leave nothing behind
-    (no process, mount, bridge, iptables chain, changed sysctl or path of its node).
+    (no process, mount, bridge, iptables chain, changed sysctl or path of its node; and the
+    host, compared with a snapshot taken before its `up`, has nothing new).
 
     Under xdist the controller starts it before the workers and stops it once every worker is
     done (tests/conftest.py); a worker that finds none running (it stopped meanwhile) starts
@@ -77,11 +79,13 @@ def stack() -> Iterator[devstack.StackState]:
                 "first",
                 returncode=2,
             )
+        stops = existing is None and not shared.controller_stops_the_stack()
+        before = hostsnapshot.take() if stops else None
         # A reused stack gets the images of the sources as they are (rebuilt only if changed).
         state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
     yield state
-    if existing is None and not shared.controller_stops_the_stack():
-        left = shared.stop_stack(state)
+    if stops:
+        left = shared.stop_stack(state, before)
         assert not left, f"`rillet dev down` left behind: {left}"
 
 
