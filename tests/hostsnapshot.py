@@ -204,11 +204,12 @@ def _processes_left(before: Snapshot, after: Snapshot, stack: StackScope) -> lis
 def _considered(after: Snapshot, stack: StackScope) -> Iterator[Process]:
     """The live processes that are neither the kernel's, the run's own, nor a test's."""
     parents = {p.pid: p.ppid for p in after.processes}
+    ancestors = _ancestors(after.reader, parents)
     for process in after.processes:
-        if process.kernel or process.zombie:
-            continue
+        if process.kernel or process.zombie or process.pid in ancestors:
+            continue  # the last: what started pytest (make, a shell)
         stacks = process.session in stack.sessions
-        if not stacks and _descends_from(process.pid, after.reader, parents):
+        if not stacks and after.reader in _ancestors(process.pid, parents) | {process.pid}:
             continue  # pytest, an xdist worker, a command of this module: the run itself
         # A test's: session_leftovers reports (and kills) those. Not a containerd shim, which
         # inherits containerd's environment and names its socket; a test's own Kafka names
@@ -218,14 +219,13 @@ def _considered(after: Snapshot, stack: StackScope) -> Iterator[Process]:
         yield process
 
 
-def _descends_from(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
-    seen = set()
-    while pid and pid not in seen:
-        if pid == ancestor:
-            return True
-        seen.add(pid)
-        pid = parents.get(pid, 0)
-    return False
+def _ancestors(pid: int, parents: dict[int, int]) -> set[int]:
+    found: set[int] = set()
+    parent = parents.get(pid, 0)
+    while parent and parent not in found:
+        found.add(parent)
+        parent = parents.get(parent, 0)
+    return found
 
 
 def _the_runs_doing(process: Process, after: Snapshot, stack: StackScope) -> bool:
@@ -383,9 +383,10 @@ def read_sysctls() -> dict[str, str]:
     return values
 
 
-def left_behind_since(before: Snapshot, stack: StackScope, *, timeout: float = 30) -> list[str]:
+def left_behind_since(before: Snapshot, stack: StackScope, *, timeout: float = 60) -> list[str]:
     """What is left on the host since `before`, once what is still going away has gone (up to
-    `timeout` s: a process just killed, a rule being deleted)."""
+    `timeout` s: a process just killed, a rule being deleted; or, on a shared machine, another
+    session's image build, whose overlay mounts and RUN step last about a minute)."""
     found: list[str] = []
 
     def clean() -> bool:

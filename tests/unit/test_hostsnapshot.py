@@ -87,6 +87,11 @@ def test_the_runs_own_processes_are_not_left_behind() -> None:
     worker = process(200, ppid=PYTEST, session=1, cgroup=RUN_CGROUP, command="python -c xdist")
     command = process(201, ppid=200, session=1, cgroup=RUN_CGROUP, command="iptables-save")
     assert left(with_processes(worker, command)) == []
+    # What started pytest, in its cgroup, is the run too (a snapshot's first taken later).
+    shell = process(90, cgroup=RUN_CGROUP, command="bash")
+    snapshot = with_processes(shell)
+    pytest_below = dataclasses.replace(snapshot.processes[1], ppid=90)
+    assert left(after(processes=(snapshot.processes[0], pytest_below, shell))) == []
 
 
 def test_kernel_threads_and_zombies_are_not_left_behind() -> None:
