@@ -145,7 +145,12 @@ def assert_within_cap(sampler: PodSampler, started: float) -> None:
 
 
 def test_a_stateful_app_grown_past_its_state_partitions_says_what_binds_and_stays_exact(
-    kube: Kube, namespace: str, kafka_prefix: str, kafka_bootstrap: str, runtime_image: str
+    kube: Kube,
+    namespace: str,
+    kafka_prefix: str,
+    kafka_bootstrap: str,
+    runtime_image: str,
+    measurement: Callable[[str], None],
 ) -> None:
     app, lines, counts = names(kafka_prefix)
     documents = word_count(
@@ -178,6 +183,11 @@ def test_a_stateful_app_grown_past_its_state_partitions_says_what_binds_and_stay
         ),
         timeout=60,
         what="the App's status to show 6 input partitions and its state's",
+    )
+    measurement(
+        f"grown to {status['partitions']} input partitions: statePartitions "
+        f"{status['statePartitions']}, executors {status['executors']}, Table exact "
+        f"({sum(truth.values())} words)"
     )
     assert status["statePartitions"] == PARTITIONS, status
     assert (status["executors"]["cap"], status["executors"]["capBy"]) == (6, "InputPartitions")
