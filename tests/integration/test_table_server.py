@@ -5,6 +5,12 @@ written by a producer; the server runs as its own process, as in its pod):
 - once Ready, it answers an exact key with the stored value (whatever the JSON spacing of the
   key asked), a partial object with every matching window (header Rillet-Match: partial), a
   tombstoned key and a key never written with 404;
+- it answers in milliseconds (README, docs/tables.md): a few hundred lookups of the keys
+  written, on one kept-alive connection as a client makes them, each return the value written,
+  and their median is under LOOKUP_MEDIAN_BOUND and within LOOKUP_HEALTH_RATIO of the median
+  of /healthz requests interleaved with them (the same server's HTTP round trip without a
+  lookup: the baseline bench/tables.py uses too); the topic holds FILLER_KEYS more keys, so
+  that a lookup which scanned the Table would fail that ratio;
 - `rillet table get --server` prints what the server answers (with no Kafka reachable), and
   exits 1 for a missing key;
 - it follows the topic: a new value and a tombstone written after it became Ready are served
@@ -20,10 +26,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -38,6 +47,15 @@ from .polling import wait_for
 CLI = (sys.executable, "-m", "rillet.cli")
 TABLE = "profiles"
 USERS = 30
+# "In milliseconds", with room for a shared 2-core machine: a lookup is a SQLite point read
+# (p99 22 us, docs/tables.md) inside an HTTP round trip of about a millisecond here.
+TIMED_LOOKUPS = 300
+LOOKUP_MEDIAN_BOUND = 0.050
+# A lookup costs about what any request costs; a store that scanned the Table would not.
+LOOKUP_HEALTH_RATIO = 10.0
+# Keys only the timing needs: with them a lookup that scanned the Table (SQLite scans about a
+# key a microsecond here) would take some 35 ms, far past LOOKUP_HEALTH_RATIO round trips.
+FILLER_KEYS = 40_000
 
 
 class TrackedProducer:
@@ -118,6 +136,56 @@ def _metric(url: str, name: str) -> float:
     raise AssertionError(f"no {name} in the server's metrics")
 
 
+def _timed_lookups(
+    url: str, expected: dict[str, Any], count: int
+) -> tuple[list[float], list[float]]:
+    """Seconds of `count` lookups of `expected`'s keys and of as many /healthz requests,
+    interleaved on one kept-alive connection; each lookup must answer its expected value."""
+    keys = list(expected)
+    lookups: list[float] = []
+    health: list[float] = []
+    with httpx.Client(base_url=url, timeout=10) as client:
+
+        def timed(path: str, into: list[float]) -> httpx.Response:
+            started = time.perf_counter()
+            answer = client.get(path)
+            into.append(time.perf_counter() - started)
+            assert answer.status_code == 200, (path, answer.status_code, answer.text)
+            return answer
+
+        assert client.get("/healthz").status_code == 200  # connected before the first timing
+        for n in range(count):
+            key = keys[n % len(keys)]
+            lookup = f"/tables/{TABLE}/{quote(key, safe='')}"
+            # Alternated, so that neither kind always runs right after the other.
+            if n % 2:
+                found, _ = timed(lookup, lookups), timed("/healthz", health)
+            else:
+                _, found = timed("/healthz", health), timed(lookup, lookups)
+            assert found.json() == expected[key], (key, found.text)
+    return lookups, health
+
+
+def _answers_in_milliseconds(
+    url: str, expected: dict[str, Any], measurement: Callable[[str], None]
+) -> None:
+    """The promise "a key lookup in milliseconds", timed as a client sees it and reported."""
+    started = time.monotonic()
+    lookups, health = _timed_lookups(url, expected, TIMED_LOOKUPS)
+    took = time.monotonic() - started
+    lookup_median, health_median = statistics.median(lookups), statistics.median(health)
+    lookup_p99 = sorted(lookups)[int(len(lookups) * 0.99)]
+    figures = (
+        f"Table server: {len(lookups)} lookups on one keep-alive connection, median "
+        f"{lookup_median * 1e3:.2f} ms, p99 {lookup_p99 * 1e3:.2f} ms; /healthz interleaved, "
+        f"median {health_median * 1e3:.2f} ms (lookup/healthz "
+        f"{lookup_median / health_median:.1f}x); {took:.1f} s in all"
+    )
+    measurement(figures)
+    assert lookup_median < LOOKUP_MEDIAN_BOUND, figures
+    assert lookup_median < LOOKUP_HEALTH_RATIO * health_median, figures
+
+
 def _table_get(url: str, topic: str, key: str) -> subprocess.CompletedProcess[str]:
     # -b: nothing listens there, so the answer can only come from the server.
     options = ["--topic", topic, "--key-format", "json", "--server", url, "-b", "127.0.0.1:1"]
@@ -144,7 +212,11 @@ def _answers_only_fresh_values(url: str, deleted: str, updated: str) -> bool:
 
 
 def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_values(
-    kafka_bootstrap: str, kafka_admin: AdminClient, kafka_prefix: str, tmp_path: Path
+    kafka_bootstrap: str,
+    kafka_admin: AdminClient,
+    kafka_prefix: str,
+    tmp_path: Path,
+    measurement: Callable[[str], None],
 ) -> None:
     topic = f"{kafka_prefix}-profiles"
     windowed_table_config = {"cleanup.policy": "compact,delete", "retention.ms": "-1"}
@@ -160,6 +232,8 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
         key = json.dumps({"page": page, "start": start}, separators=(",", ":")).encode()
         writer.send(key, json.dumps({"views": views}).encode())
     writer.send(_key("u3").encode(), None)  # a tombstone
+    for n in range(FILLER_KEYS):
+        writer.send(_key(f"filler{n}").encode(), _value(f"filler{n}", 0))
     writer.flush()
     store = tmp_path / "store"
 
@@ -176,7 +250,11 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
             ("10:00", 3),
             ("10:05", 1),
         ]
-        assert _metric(url, "rillet_table_server_keys") == USERS - 1 + len(windows)
+        assert _metric(url, "rillet_table_server_keys") == USERS - 1 + len(windows) + FILLER_KEYS
+        written = {
+            _key(f"u{n}"): {"user": f"u{n}", "visits": n} for n in range(1, USERS + 1) if n != 3
+        }
+        _answers_in_milliseconds(url, written, measurement)
 
         found = _table_get(url, topic, '{"user": "u1"}')
         assert (found.returncode, found.stdout) == (0, '{"user":"u1","visits":1}\n'), found.stderr
