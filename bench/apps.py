@@ -1,6 +1,6 @@
 """App scaling benchmark: executors following partitions, a spike three ways, the cost of Apps.
 
-    .venv/bin/python bench/apps.py [--only growth|spike|cost]   # starts (or reuses) the stack
+    .venv/bin/python bench/apps.py [--only growth|spike|cost|pause]  # starts or reuses the stack
 
 Needs the stack's worker node: the Apps run for real from its runtime image. They copy records
 from one Topic to another through a deliberately slow pipeline (Thread.sleep per record, as in
@@ -36,6 +36,10 @@ baselines measured in the same run:
   the COST_TOPICS Topics alone, each a fresh process. The Apps' drivers request 64 CPUs: no node
   runs them, so their pods stay Pending while the operator does all of its work (objects,
   status, lag reads, pod lists). Target: RSS <= 300 MB.
+- pause (bench/scalepause.py): the longest gap between committed batches (the consumer group's
+  offsets in Kafka) during a scale-up and a scale-down, medians over three events each, against
+  the steady gap between batches of the same run, with the executor pods before and after each.
+  Target: below 2x the steady gap (Flink's autoscaler plans for a 5-minute restart per rescale).
 
 Everything is named after one run prefix and removed at the end, on failure too: namespaces,
 Kafka topics and consumer groups.
@@ -62,6 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+import scalepause
 import yaml
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -1068,7 +1073,9 @@ def report_cost(baseline: Cost, full: Cost) -> Report:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["growth", "spike", "cost"], help="one part only")
+    parser.add_argument(
+        "--only", choices=["growth", "spike", "cost", "pause"], help="one part only"
+    )
     only = parser.parse_args().only
 
     # A running stack is reused whatever its shape (`up` would restart one of another shape:
@@ -1105,7 +1112,7 @@ def main() -> None:
     reader = LagReader({"bootstrap.servers": state.kafka_bootstrap}, timeout=5)
     reports: list[Callable[[], Report]] = []
     try:
-        if only in (None, "growth", "spike"):
+        if only in (None, "growth", "spike", "pause"):
             namespace = b.namespace("apps")
             operator = b.operator(namespace)
             if only in (None, "growth"):
@@ -1114,6 +1121,9 @@ def main() -> None:
             if only in (None, "spike"):
                 outcomes = spike(b, namespace, reader)
                 reports.append(lambda: report_spike(outcomes))
+            if only in (None, "pause"):
+                paused = scalepause.pause(b, namespace)
+                reports.append(lambda: scalepause.report(paused))
             operator.stop()
             b.drop_namespace(namespace)
         if only in (None, "cost"):
