@@ -107,8 +107,13 @@ class LeaseElector:
         def renew() -> None:
             # From the start of the last renewal that succeeded: the standbys' clocks run from a
             # moment after it, so a leader that gives up by this clock is gone before they act.
-            renewed = time.monotonic()
-            while not self._stop.wait(leases.RETRY_SECONDS):
+            renewed = started = time.monotonic()
+            # Each wait ends at a moment fixed before it: a process frozen (SIGSTOP, a paused VM)
+            # anywhere in this loop, even as a renewal returns, checks its deadline the instant
+            # it wakes. A wait of RETRY_SECONDS begun after the wake let a leader frozen past
+            # its lease reconcile for one more second (seen: a freeze timed to a renewal, and a
+            # change applied after the lease had expired and before the leader exited).
+            while not self._stop.wait(max(0.0, started + leases.RETRY_SECONDS - time.monotonic())):
                 started = time.monotonic()
                 if started - renewed > leases.RENEW_DEADLINE_SECONDS:
                     on_lost(f"lease not renewed for {leases.RENEW_DEADLINE_SECONDS} s")
