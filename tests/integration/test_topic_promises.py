@@ -12,17 +12,28 @@ Test plan:
   moments, while an operator of the test's own resyncs back to back (every deletion lands
   during a resync pass, some while the pass's requests for the deleted object are queued):
   every topic is deleted from Kafka and none comes back, over later passes too.
+- Retain, over time: a Retain Topic holding records is deleted; then its operator resyncs
+  several times, is restarted (SIGTERM, then SIGKILL), and a new Topic of the same name (Retain
+  by default) adopts the topic and is deleted too. A thread of the test samples Kafka every
+  second all along (the topic's id and its records, by watermarks): the same topic, every
+  record in it, at every sample; and at the end a consumer reads the very records produced.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import random
 import re
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -34,10 +45,10 @@ from confluent_kafka.admin import (
 from rillet.devstack.operating import OperatorProcess
 
 from .conftest import Kube
-from .kafka_reads import kafka_overrides, kafka_partitions
-from .objects import apply, condition, events, topic, wait_condition
+from .kafka_reads import kafka_overrides, kafka_partitions, kafka_topic_id
+from .objects import apply, condition, events, exists, get, topic, wait_condition
 from .polling import wait_for
-from .scraping import metric
+from .scraping import metric, serving
 
 CAMEL_CASE = re.compile(r"[A-Z][a-z]+(?:[A-Z][a-z]+)+")
 CHANGES = ("TopicCreated", "PartitionsAdded", "ConfigChanged", "DriftCorrected")
@@ -194,3 +205,181 @@ def test_a_topic_deleted_during_a_resync_never_comes_back(
 
     wait_for(later_passes, timeout=60, interval=0.1, what="ten later resync passes")
     assert not seen | in_kafka(), f"deleted topics came back: {sorted(seen | in_kafka())}"
+
+
+RETAINED = 200  # records in the retained topic
+RETAINED_PARTITIONS = 2
+
+
+@dataclass
+class _Sample:
+    """One look at the retained topic, `at` seconds into the watch, during `phase`."""
+
+    at: float
+    phase: str
+    topic_id: str | None  # None: Kafka holds no such topic
+    records: int | None  # None: Kafka could not say (the error is in `error`)
+    error: str = ""
+
+
+@dataclass
+class _TopicWatch:
+    """Samples a Kafka topic every second from a thread of its own, with Kafka clients of its
+    own: the topic's id (a topic deleted and made again has a new one) and how many records it
+    holds (high less low watermark, summed: its producer wrote no transaction markers)."""
+
+    bootstrap: str
+    name: str
+    phase: str = "the Topic deleted"
+    samples: list[_Sample] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        consumer = Consumer(
+            {"bootstrap.servers": self.bootstrap, "group.id": f"test.{uuid.uuid4().hex}"}
+        )
+        started = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                self.samples.append(self._sample(admin, consumer, time.monotonic() - started))
+                self.stop.wait(1.0)
+        finally:
+            consumer.close()
+
+    def _sample(self, admin: AdminClient, consumer: Consumer, at: float) -> _Sample:
+        phase = self.phase
+        try:
+            topic_id = kafka_topic_id(admin, self.name)
+            if topic_id is None:
+                return _Sample(at, phase, None, None, "no such topic")
+            records = 0
+            for partition in range(RETAINED_PARTITIONS):
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.name, partition), timeout=10, cached=False
+                )
+                records += high - low
+        except (KafkaException, TimeoutError) as error:
+            return _Sample(at, phase, None, None, repr(error))
+        return _Sample(at, phase, topic_id, records)
+
+
+@contextlib.contextmanager
+def _watching(bootstrap: str, name: str) -> Iterator[_TopicWatch]:
+    watch = _TopicWatch(bootstrap, name)
+    thread = threading.Thread(target=watch.run, name="retained-topic-watch", daemon=True)
+    thread.start()
+    try:
+        yield watch
+    finally:
+        watch.stop.set()
+        thread.join(timeout=60)
+
+
+def _produce_numbered(bootstrap: str, name: str) -> list[str]:
+    """RETAINED records, each value once (idempotent: a retried send adds no copy)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    values = [f"retained-{i:04d}" for i in range(RETAINED)]
+    for i, value in enumerate(values):
+        producer.produce(name, value=value.encode(), partition=i % RETAINED_PARTITIONS)
+    assert producer.flush(30) == 0
+    return values
+
+
+def _read_values(bootstrap: str, name: str) -> list[str]:
+    """Every value of the topic, read from the start by a consumer of the test's own."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test.{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(name, p), timeout=10)[1]
+            for p in range(RETAINED_PARTITIONS)
+        }
+        consumer.assign([TopicPartition(name, p, 0) for p in range(RETAINED_PARTITIONS)])
+        values: list[str] = []
+        deadline = time.monotonic() + 60
+        while any(
+            tp.offset < ends[tp.partition]
+            for tp in consumer.position([TopicPartition(name, p) for p in ends])
+        ):
+            assert time.monotonic() < deadline, f"read {len(values)} records of {name} in 60 s"
+            for message in consumer.consume(num_messages=500, timeout=2):
+                assert message.error() is None, message.error()
+                values.append((message.value() or b"").decode())
+        return values
+    finally:
+        consumer.close()
+
+
+def _resync_passes(operator: OperatorProcess, count: int) -> None:
+    """Wait for `count` resync passes of the operator to start from now (each takes every
+    object of its namespace and reads Kafka)."""
+    wait_for(lambda: serving(operator), timeout=60, what="the operator's metrics endpoint")
+    start = metric(operator, "rillet_resyncs_total")
+    wait_for(
+        lambda: metric(operator, "rillet_resyncs_total") >= start + count,
+        timeout=60,
+        interval=0.5,
+        what=f"{count} resync passes",
+    )
+
+
+def test_a_retained_topic_keeps_its_records_through_resyncs_restarts_and_a_successor(
+    kube: Kube,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    lone_operator: Callable[..., OperatorProcess],
+    measurement: Callable[[str], None],
+) -> None:
+    own = lone_operator()  # resyncs every 3 s, as the session's operator does
+    own.start()
+    namespace = own.namespace_pattern
+    name = f"{kafka_prefix}-retained"
+    apply(kube, topic(name, namespace, partitions=RETAINED_PARTITIONS, deletionPolicy="Retain"))
+    wait_condition(kube, "topic", name, namespace, reason="TopicReady")
+    produced = _produce_numbered(kafka_bootstrap, name)
+    original = kafka_topic_id(kafka_admin, name)
+    assert original is not None
+    with _watching(kafka_bootstrap, name) as watch:
+        # No finalizer on a Retain Topic: the object goes at once, with or without an operator.
+        kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
+        assert not exists(kube, "topic", name, namespace)
+        _resync_passes(own, 5)
+        watch.phase = "the operator stopped (SIGTERM) and started again"
+        own.restart()
+        _resync_passes(own, 3)
+        watch.phase = "the operator killed (SIGKILL) and started again"
+        own.kill()
+        own.start()
+        _resync_passes(own, 3)
+        watch.phase = "a new Topic of the same name"
+        apply(kube, topic(name, namespace, partitions=RETAINED_PARTITIONS))
+        wait_condition(kube, "topic", name, namespace, reason="TopicReady")
+        assert get(kube, "topic", name, namespace)["spec"]["deletionPolicy"] == "Retain"
+        _resync_passes(own, 2)
+        watch.phase = "the new Topic deleted"
+        kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
+        _resync_passes(own, 5)
+
+    samples = watch.samples
+    wrong = [s for s in samples if s.topic_id != original or s.records != RETAINED]
+    assert not wrong, f"of {len(samples)} samples, not the topic with its {RETAINED} records: " + (
+        "; ".join(f"{s.at:.0f} s ({s.phase}): {s.topic_id} {s.records} {s.error}" for s in wrong)
+    )
+    phases = {s.phase for s in samples}
+    assert len(phases) == 5, f"a phase went unsampled: {sorted(phases)}"
+    gaps = [b.at - a.at for a, b in itertools.pairwise(samples)]
+    assert max(gaps) < 5, f"the watch looked away for {max(gaps):.1f} s"
+    assert sorted(_read_values(kafka_bootstrap, name)) == produced
+    deleted = [e for e in events(kube, namespace, name) if e["reason"] == "TopicDeleted"]
+    assert not deleted, deleted
+    measurement(
+        f"retained topic sampled {len(samples)} times over {samples[-1].at:.0f} s "
+        f"(resyncs, 2 operator restarts, a successor Topic deleted): kept, {RETAINED} records"
+    )
