@@ -33,6 +33,13 @@ STEADY_SECONDS before the first event, at PAUSE_LOW executors. Printed: steady m
 its longest, the natural jitter), and the median over the events of each way's longest gap,
 in seconds and as a ratio to the steady gap, with each event's executor counts before and after.
 Target: the longest gap below 2x the steady one, that is no trigger missed.
+
+Measured on the shared 2-CPU node (two runs, others' tests beside them): scale-down 1.06-1.57x,
+no pause. Scale-up 2.1-7.8x (medians 2.30x and 3.87x): no task is lost and the driver runs on,
+but the two batches after the new executors take their first tasks run 3.4-4.9 s instead of
+under 2 s (Spark's "falling behind" warnings in the driver's log, kept as pause-driver.log).
+Likely the first tasks on a cold executor (a fresh JVM on 250m CPU, new Kafka consumers, and the
+moved partitions' transactional producers started anew): not proven, and not fixed yet.
 """
 
 from __future__ import annotations
