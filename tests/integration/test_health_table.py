@@ -142,7 +142,7 @@ def apply_session_objects(kube: Kube, namespace: str, n: Names, runtime_image: s
             image=runtime_image,
             scaling={"minExecutors": 1, "maxExecutors": 1},
             driver=SMALL,
-            executor={"cpu": "64", "memory": "512Mi"},  # the node has 2 CPUs
+            executor={"cpu": "64", "memory": "1Gi"},  # the node has 2 CPUs
         ),
         table(n("a-out-unplaced"), namespace, partitions=1),
         lookup,
