@@ -7,6 +7,9 @@ Kafka does with these requests is tests/integration/test_topic_sync_lanes.py's p
 Test plan:
 - while a resync batch hangs in its admin call, an apply on the event lane is created and
   reported; the resync is reported only once let go;
+- given a resync admin, each lane calls only its own admin (the operator gives each lane its own
+  Kafka client, so an apply's requests never queue behind the resync's), deletions go through
+  the event lane's, and closing the syncer closes both;
 - with the event lane's batch hanging and its queue full, further callers wait (not done, not
   refused) and the loops keep running; let go, every caller is served, in batches no larger
   than the batch size, and both lanes still serve afterwards.
@@ -36,6 +39,9 @@ class HeldAdmin:
         self.holding = asyncio.Event()  # set once a call waits
         self.topics: dict[str, int] = {}
         self.batches: list[list[str]] = []
+        self.described: list[str] = []
+        self.deleted: list[str] = []
+        self.closed = False
 
     async def _hold(self, names: Iterable[str]) -> None:
         if any(name.startswith(self.held) for name in names):
@@ -46,6 +52,7 @@ class HeldAdmin:
         self, names: Iterable[str]
     ) -> dict[str, ObservedTopic | KafkaFailure | None]:
         names = sorted(set(names))
+        self.described += names
         await self._hold(names)
         return {
             name: ObservedTopic(name, f"id-{name}", self.topics[name], 1)
@@ -66,6 +73,13 @@ class HeldAdmin:
         self, diffs: Mapping[str, ConfigDiff]
     ) -> dict[str, KafkaFailure | None]:
         return {name: None for name in diffs}
+
+    async def delete(self, names: Sequence[str]) -> dict[str, KafkaFailure | None]:
+        self.deleted += names
+        return {name: None for name in names}
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _topic(name: str) -> DesiredTopic:
@@ -99,6 +113,38 @@ def test_an_apply_passes_a_resync_batch_that_hangs() -> None:
         assert not serving.done()
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
+
+    asyncio.run(scenario())
+
+
+def test_each_lane_calls_its_own_admin() -> None:
+    async def scenario() -> None:
+        events, resyncs = HeldAdmin(held="resync-"), HeldAdmin(held="none")
+        syncer = TopicSyncer(
+            cast(TopicAdmin, events), resync_admin=cast(TopicAdmin, resyncs), queue_size=100
+        )
+        serving = asyncio.create_task(syncer.run())
+        resync = asyncio.gather(
+            *(syncer.sync(_topic(f"resync-{i}"), resync=True) for i in range(20))
+        )
+        applied = await asyncio.wait_for(syncer.sync(_topic("applied")), TIMEOUT)
+        await asyncio.wait_for(resync, TIMEOUT)
+        assert await asyncio.wait_for(syncer.delete("applied", owner="uid-1"), TIMEOUT) is None
+
+        assert _created(applied, "applied")
+        assert set(events.described) == {"applied"}
+        assert events.batches == [["applied"]]
+        assert events.deleted == ["applied"]
+        assert set(resyncs.described) == {f"resync-{i}" for i in range(20)}
+        assert sorted(n for b in resyncs.batches for n in b) == sorted(
+            f"resync-{i}" for i in range(20)
+        )
+        assert not events.holding.is_set()
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        syncer.close()
+        assert events.closed
+        assert resyncs.closed
 
     asyncio.run(scenario())
 

@@ -57,8 +57,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     settings.queueing.idle_timeout = operator.worker_idle_seconds
 
     tune_garbage_collection()
+    # A Kafka client per lane: through one, an apply waited for the resync's requests in flight.
     syncer = TopicSyncer(
-        TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds),
+        TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds, name="events"),
+        resync_admin=TopicAdmin(
+            kafka.client_config(), timeout=kafka.request_timeout_seconds, name="resync"
+        ),
         max_batch=operator.batch_max_items,
         linger=operator.batch_linger_seconds,
         queue_size=operator.queue_size,
@@ -166,3 +170,5 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    if "syncer" in memo:  # its loops are cancelled: end its threads' waits for Kafka
+        memo.syncer.close()

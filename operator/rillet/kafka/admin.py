@@ -7,12 +7,17 @@ cluster that cannot be reached at all raises `KafkaUnavailableError`.
 One topic must not fail the others before Kafka answers either: each topic's part of a request
 is checked and built on its own, and a request the client refuses whole is sent again topic by
 topic (`topicrequests`).
+
+A TopicAdmin is one AdminClient (a connection per broker, whose requests a broker serves in
+turn) and threads of its own that wait for the answers: the syncer gives each lane its own, so an
+apply queues behind neither the resync's requests nor the Kubernetes writes (`kafka.syncing`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -60,6 +65,11 @@ _LOST_BROKER = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
 # broker's certificate while the others answer, so it is left to the timeout.
 _REFUSAL_CHECK_SECONDS = 0.2
 _REFUSING = {KafkaError._AUTHENTICATION}
+# Threads per TopicAdmin that wait for Kafka's answers, one per request in flight: its lane's
+# batch, describes of changes not shown yet, deletions (answered in milliseconds). Not asyncio's
+# default executor: it runs every status patch and Event too (`k8s.writing`), and an apply's
+# waits queued behind a resync's writes there for 2 to 7 s.
+WAITING_THREADS = 8
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
 _GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
@@ -102,13 +112,16 @@ def _gone(error: BaseException) -> bool:
 
 
 async def _settle(
-    futures: Mapping[K, concurrent.futures.Future[Any]], refused: Callable[[], bool]
+    futures: Mapping[K, concurrent.futures.Future[Any]],
+    refused: Callable[[], bool],
+    waiting: concurrent.futures.Executor,
 ) -> dict[K, Any]:
     """Each future's result or exception; raise KafkaUnavailableError if all failed unreachable,
     or as soon as `refused()` says Kafka refused the client (no answer will come)."""
-    # One worker thread waits for the whole batch: wrapping each future into the event loop
+    # One thread of `waiting` waits for the whole batch: wrapping each future into the event loop
     # costs a loop wake-up per topic, more CPU than the describe itself for a 1,000-topic resync.
-    if not await asyncio.to_thread(_wait_unless_refused, list(futures.values()), refused):
+    wait = functools.partial(_wait_unless_refused, list(futures.values()), refused)
+    if not await asyncio.get_running_loop().run_in_executor(waiting, wait):
         raise KafkaUnavailableError("no request was answered")
     settled = {key: future.exception() or future.result() for key, future in futures.items()}
     errors = [r for r in settled.values() if isinstance(r, BaseException)]
@@ -145,9 +158,12 @@ def split_creates(topics: Sequence[DesiredTopic]) -> Iterator[list[DesiredTopic]
 
 
 class TopicAdmin:
-    """Batched admin operations on topics through one AdminClient."""
+    """Batched admin operations on topics through one AdminClient; `close` when done. `name`
+    names its waiting threads (`rillet-kafka-<name>`), to tell the lanes apart in a dump."""
 
-    def __init__(self, client_config: Mapping[str, Any], *, timeout: float = 15.0) -> None:
+    def __init__(
+        self, client_config: Mapping[str, Any], *, timeout: float = 15.0, name: str = "topics"
+    ) -> None:
         # The librdkafka logger is silenced: its connection errors would repeat every second
         # while Kafka is down, and the operator reports that state in statuses instead. Its
         # error callback keeps the last error that says why (a refused login, a certificate).
@@ -165,6 +181,16 @@ class TopicAdmin:
         self._timeout = timeout
         self._why_unreachable: KafkaError | None = None
         self._refusals = 0  # how many refused logins the callback has seen
+        self._waiting = concurrent.futures.ThreadPoolExecutor(
+            max_workers=WAITING_THREADS, thread_name_prefix=f"rillet-kafka-{name}"
+        )
+        self._closed = False
+
+    def close(self) -> None:
+        """End the waits for Kafka (within _REFUSAL_CHECK_SECONDS) and their threads. Its
+        connections close when the client is freed: confluent-kafka's has no close()."""
+        self._closed = True
+        self._waiting.shutdown(wait=False, cancel_futures=True)
 
     def _on_client_error(self, error: KafkaError) -> None:
         if error.code() in _EXPLAINING:
@@ -177,6 +203,8 @@ class TopicAdmin:
         callback runs only from poll)."""
 
         def refused() -> bool:
+            if self._closed:  # nobody waits for the answer any more
+                return True
             self._client.poll(0)
             return self._refusals > seen
 
@@ -194,7 +222,7 @@ class TopicAdmin:
         futures, refused = topicrequests.submit(call, items, key)
         try:
             try:
-                settled = await _settle(futures, login_refused) if futures else {}
+                settled = await _settle(futures, login_refused, self._waiting) if futures else {}
             except KafkaUnavailableError as error:
                 if not error.lost_broker:
                     raise
@@ -203,7 +231,7 @@ class TopicAdmin:
                 # it, and the topics never read as unavailable. Once only: a cluster that is
                 # down fails every request again, and then it is unavailable.
                 futures, refused = topicrequests.submit(call, items, key)
-                settled = await _settle(futures, login_refused) if futures else {}
+                settled = await _settle(futures, login_refused, self._waiting) if futures else {}
         except KafkaUnavailableError as error:
             raise KafkaUnavailableError(self._explained(str(error))) from None
         finally:
