@@ -14,9 +14,9 @@ Test plan (one scenario, two operator processes of the test's namespace, leader 
 - The apiserver's own record of every write (watched from before the first operator started:
   each object's managedFields entries, with their managers and times, and each Event) shows
   the leader writing until it was frozen, nothing until the standby held the Lease, and the
-  two never in the same second. Both replicas write as the same field managers and post
-  Events as the same reportingInstance (`rillet-operator`), so who wrote is told by which
-  process could run at the time, not by the objects.
+  two never in the same second. Both replicas write as the same field managers, and only the
+  Events of the resync and scaling loops name the replica (reportingInstance, its pod name),
+  so who wrote is told by which process could run at the time, not by the objects.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         linger=operator.batch_linger_seconds,
         queue_size=operator.queue_size,
     )
-    writer = ObjectWriter()
+    writer = ObjectWriter(instance=operator.pod_name)
     memo.operator = operator
     memo.syncer = syncer
     memo.nudger = nudging.Nudger(

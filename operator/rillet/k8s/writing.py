@@ -21,9 +21,14 @@ COMPONENT = "rillet-operator"
 
 
 class ObjectWriter:
-    """Patches the status subresource of Rillet objects and posts core/v1 Events about them."""
+    """Patches the status subresource of Rillet objects and posts core/v1 Events about them.
 
-    def __init__(self) -> None:
+    `instance` names this replica in its Events (reportingInstance, as Kubernetes' own
+    controllers name their pod), so that the Events of two replicas can be told apart.
+    """
+
+    def __init__(self, instance: str = COMPONENT) -> None:
+        self._instance = instance
         login.load_config()
         self._custom = client.CustomObjectsApi()
         self._core = client.CoreV1Api()
@@ -84,6 +89,6 @@ class ObjectWriter:
             count=1,
             source=client.V1EventSource(component=COMPONENT),
             reporting_component=COMPONENT,
-            reporting_instance=COMPONENT,
+            reporting_instance=self._instance,
         )
         await asyncio.to_thread(self._core.create_namespaced_event, metadata["namespace"], event)
