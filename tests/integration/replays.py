@@ -176,7 +176,10 @@ def logged_offsets(query: Path, batch: int) -> dict[str, dict[int, int]]:
 
 def paused_if(driver: subprocess.Popen[bytes], probe: Callable[[], bool]) -> bool:
     """SIGSTOP the driver's process group and ask `probe`; True leaves it paused (to be killed
-    where it stands), False resumes it (SIGCONT)."""
+    where it stands), False resumes it (SIGCONT). A driver that exited fails at once, with its
+    exit status (a wait for a moment it can no longer reach would only time out)."""
+    if driver.poll() is not None:
+        raise AssertionError(f"the driver exited with {driver.returncode} before the moment")
     os.killpg(driver.pid, signal.SIGSTOP)
     try:
         found = probe()

@@ -333,7 +333,12 @@ def _reconcile_as_the_charts_operator(
         name = f"{kafka_prefix}-rbac"
         apply(kube, topic(name, watched, partitions=2, deletionPolicy="Delete"))
         wait_condition(kube, "topic", name, watched)
-        assert "TopicCreated" in {e["reason"] for e in events(kube, watched, name)}
+        # kopf posts a handler's Events from a queue of its own, after the status patch.
+        wait_for(
+            lambda: "TopicCreated" in {e["reason"] for e in events(kube, watched, name)},
+            timeout=30,
+            what=f"the TopicCreated Event of {name}",
+        )
         kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s")
 
         app = f"{kafka_prefix}-app"
