@@ -133,10 +133,7 @@ def stream_inputs(
 
 def declared_partitions(inputs: Iterable[StreamInput]) -> int | None:
     """The partitions the inputs' Topics declare; None unless every input declares them."""
-    counts = [i.declared_partitions for i in inputs]
-    if not counts or any(not count for count in counts):
-        return None
-    return sum(count or 0 for count in counts)
+    return scaling.total_partitions(i.declared_partitions for i in inputs)
 
 
 def copartitioning_problems(

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import apps, conditions
-from rillet.reconcile import checkpointloss, statuses
+from rillet.reconcile import checkpointloss, scaling, statuses
 
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
 TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
@@ -315,10 +315,7 @@ def derive_conditions(
 
 def total_partitions(inputs: Iterable[InputObservation]) -> int | None:
     """The partitions of all inputs; None while any is unknown."""
-    counts = [i.partitions for i in inputs]
-    if not counts or any(count is None for count in counts):
-        return None
-    return sum(count for count in counts if count is not None)
+    return scaling.total_partitions(i.partitions for i in inputs)
 
 
 def total_lag(inputs: Iterable[InputObservation]) -> int | None:

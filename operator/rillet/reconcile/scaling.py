@@ -161,6 +161,14 @@ def derive_cap(total_partitions: int | None, executor_cores: int) -> int:
     return max(1, total_partitions // executor_cores)
 
 
+def total_partitions(counts: Iterable[int | None]) -> int | None:
+    """The partitions of several topics together; None when there are none or any is unknown."""
+    known = list(counts)
+    if not known or any(count is None for count in known):
+        return None
+    return sum(count or 0 for count in known)
+
+
 def parallelism_cap(parallelism: Parallelism, executor_cores: int) -> int:
     """The most executors the widest stage keeps busy (derive_cap of its tasks); 0: unknown."""
     return derive_cap(parallelism.widest, executor_cores)

@@ -145,9 +145,8 @@ def checkpoint_location(app: apps.App) -> str:
 
 def declared_parallelism(run_spec: apprun.RunSpec) -> scaling.Parallelism:
     """The input partitions the App's Topics declare (unknown if an input's are not declared)."""
-    counts = [i.partitions for i in run_spec.stream_inputs]
-    known = bool(counts) and all(counts)
-    return scaling.Parallelism(input_partitions=sum(c or 0 for c in counts) if known else None)
+    partitions = scaling.total_partitions(i.partitions for i in run_spec.stream_inputs)
+    return scaling.Parallelism(input_partitions=partitions)
 
 
 def build_context(
