@@ -2,9 +2,12 @@
 
 A batch runs again when its driver dies after the batch was logged (offsets/N in its query's
 checkpoint) and before it was committed (commits/N): the next driver on the checkpoint runs
-batch N again with the offsets logged for it. The tests pause the driver's process group
-(SIGSTOP) to look at its checkpoint and at Kafka without the driver moving meanwhile, and kill it
-(SIGKILL) there when the batch is where the test wants it. What they then check is read from
+batch N again with the offsets logged for it. A test gets there in one of two ways:
+- it pauses the driver's process group (SIGSTOP) to look at its checkpoint and at Kafka without
+  the driver moving meanwhile, and kills it (SIGKILL) there when the batch is where it wants;
+- or it takes a batch's commit ahead of the driver (`take_next_commit`), as a second driver on
+  the same checkpoint would: Spark then writes that batch, fails to commit it, and the driver
+  exits. No signal, and no race with the batch. What they then check is read from
 Kafka record by record (`raw_records`): no record collapsed into another, as a count of keys or
 offsets would.
 """
@@ -172,6 +175,32 @@ def logged_offsets(query: Path, batch: int) -> dict[str, dict[int, int]]:
         for topic, ends in json.loads(line).items():
             found[topic] = {int(p): int(o) for p, o in ends.items()}
     return found
+
+
+@dataclasses.dataclass(frozen=True)
+class TakenCommit:
+    """A commit-log entry written for a batch its query has not run yet."""
+
+    batch: int
+    entry: Path
+
+    def release(self) -> None:
+        """Remove the entry (with the driver stopped): the next driver runs the batch again."""
+        self.entry.unlink()
+
+
+def take_next_commit(query: Path) -> TakenCommit:
+    """Commit the batch after the last one `query` has logged, before the query gets there: when
+    it has run that batch, Spark finds the batch committed by another writer and fails the query
+    (CONCURRENT_STREAM_LOG_UPDATE), its output written and its commit not. The entry is a copy
+    of the last commit, written whole (a rename): Spark reads it as a commit, never half of one."""
+    done = batch_ids(query, "commits")
+    batch = max(batch_ids(query, "offsets")) + 1
+    entry = query / "commits" / str(batch)
+    staged = query / f".taken-{batch}"
+    staged.write_bytes((query / "commits" / str(done[-1])).read_bytes())
+    staged.rename(entry)
+    return TakenCommit(batch, entry)
 
 
 def paused_if(driver: subprocess.Popen[bytes], probe: Callable[[], bool]) -> bool:

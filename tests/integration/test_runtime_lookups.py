@@ -1,4 +1,4 @@
-"""Lookups: orders joined with the latest price of their item, across a driver SIGKILL.
+"""Lookups: orders joined with the latest price of their item, across a replayed batch.
 
 The App reads orders (json) with `lookups: [{table: prices, keyColumns: [item]}]` and writes
 each order with the version of its item's price it saw. The test writes prices straight to the
@@ -13,9 +13,16 @@ Test plan:
   again) carries a version no older than the one acknowledged before the order;
 - an item never priced, and an item whose price was deleted (a tombstone) before the order,
   give NULL;
-- SIGKILL to the driver's process group mid-stream, updates and orders written while it is
-  down, then a restart from the checkpoint to the end: the same holds for all of them.
-
+- orders and price updates keep coming while the driver runs; once two batches are committed,
+  the next batch's commit is taken in its checkpoint (a commit-log entry written ahead of it,
+  as a second driver on the same checkpoint would), so that batch writes its priced orders and
+  then fails to commit, and the driver exits; then every price is updated, more orders are
+  written, the entry is removed and the driver restarts from the checkpoint to the end: the
+  same holds for all of them, and the interrupted batch, run again, joined what its first run
+  joined: the orders it wrote twice carry the same version in both copies, and every copy of
+  every order of that batch (its input offsets as logged) carries its item's version in the
+  Table at the offsets pinned for the batch, computed here from the Table's topic, while the
+  Table had moved on by the replay.
 And the parts, on the broker without Spark:
 - a replica reads a Table up to a pin exactly, however much more the topic holds, then on to
   the next pin; without a pin, to the end; tombstones remove keys; a replica past a pin says so;
@@ -26,17 +33,19 @@ And the parts, on the broker without Spark:
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import random
-import signal
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import lookups, pinning
+from rillet.runtime import lookups, pinning, tables
+from tests.integration import replays
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
@@ -44,6 +53,9 @@ PARTITIONS = 3
 ITEMS = 20
 ORDERS = 600
 PER_BATCH = 40
+# The output query's checkpoint, under `rillet run`'s, and the group its lookups' pins are in.
+QUERY = Path("checkpoint", "outputs", "topic-priced")
+PINS_GROUP = "rillet.shop.pricing.topic-priced.lookups"
 UNPRICED = "never-priced"
 DELETED = "deleted"
 
@@ -123,8 +135,53 @@ def _copies(bootstrap: str, topic: str) -> list[dict[str, object]]:
     return rt.json_values(rt.read_topic(bootstrap, topic))
 
 
-def test_orders_see_every_price_written_before_them_across_a_sigkill(
-    kafka_admin: AdminClient, kafka_bootstrap: str, kafka_prefix: str, tmp_path: Path
+@dataclasses.dataclass(frozen=True)
+class Interrupted:
+    """The batch a stopped driver left logged and not committed, as the next driver finds it."""
+
+    batch: int
+    orders: dict[str, str]  # order id -> item, of the orders the batch reads (its logged offsets)
+    pins: dict[int, int]  # the prices topic's partition -> offset the batch's lookups read to
+
+
+def _interrupted(
+    admin: AdminClient, bootstrap: str, topics: dict[str, str], query: Path
+) -> Interrupted:
+    """The batch to be run again: its orders from the orders topic between the offsets logged
+    for it and for the batch before, and the pins committed for it (their metadata names the
+    query and the batch)."""
+    [batch] = set(replays.batch_ids(query, "offsets")) - set(replays.batch_ids(query, "commits"))
+    ends = replays.logged_offsets(query, batch)[topics["orders"]]
+    starts = replays.logged_offsets(query, batch - 1)[topics["orders"]] if batch else {}
+    orders = {
+        str(value["order_id"]): str(value["item"])
+        for entry in rt.read_topic(bootstrap, topics["orders"])
+        if starts.get(entry.partition, 0) <= entry.offset < ends.get(entry.partition, 0)
+        and (value := json.loads(entry.value or b"null"))
+    }
+    query_id = json.loads((query / "metadata").read_text())["id"]
+    partitions = admin.list_topics(topics["prices"], timeout=10).topics[topics["prices"]]
+    request = ConsumerGroupTopicPartitions(
+        PINS_GROUP, [TopicPartition(topics["prices"], p) for p in sorted(partitions.partitions)]
+    )
+    [future] = admin.list_consumer_group_offsets([request], request_timeout=30).values()
+    committed = future.result().topic_partitions
+    assert {tp.metadata for tp in committed} == {f"{query_id}:{batch}"}, committed
+    return Interrupted(batch, orders, {tp.partition: tp.offset for tp in committed})
+
+
+def _versions(entries: list[tables.Entry]) -> dict[str, int | None]:
+    """Each item's version in a Table holding `entries` (its latest record, tombstones out)."""
+    latest = tables.latest_per_key(entries)
+    return {k.decode(): json.loads(e.value or b"null")["version"] for k, e in latest.items()}
+
+
+def test_orders_see_every_price_written_before_them_and_a_replay_joins_as_its_first_run(
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+    measurement: Callable[[str], None],
 ) -> None:
     documents = rt.load_manifests(MANIFEST)
     topics = rt.privatize(documents, kafka_prefix)
@@ -145,18 +202,41 @@ def test_orders_see_every_price_written_before_them_across_a_sigkill(
     shop.order("i1")  # in the driver's first batch, with the update written just before it
     shop.trade(rng, ORDERS // 3)
 
+    query = tmp_path / QUERY
     with rt.killed_at_exit(
         rt.start_driver(manifest, kafka_bootstrap, tmp_path, per_batch=PER_BATCH),
         log=tmp_path / "driver.log",
     ) as driver:
         shop.trade(rng, ORDERS // 3)
+        # Two batches committed first: the pins group then holds earlier batches' pins, which
+        # the replay must tell from its own.
         wait_for(
-            lambda: len(_copies(kafka_bootstrap, topics["priced"])) >= ORDERS // 2,
+            lambda: shop.trade(rng, 1) or len(replays.batch_ids(query, "commits")) >= 2,
             timeout=180,
-            what="half of the orders priced",
+            what="two batches committed",
         )
-        os.killpg(driver.pid, signal.SIGKILL)
-        driver.wait(timeout=30)
+        taken = replays.take_next_commit(query)
+        # The Table keeps changing, and orders keep coming, while the batch runs.
+        wait_for(
+            lambda: shop.trade(rng, 1) or driver.poll() is not None,
+            timeout=180,
+            what=f"the driver to stop at batch {taken.batch}'s commit",
+        )
+    log = (tmp_path / "driver.log").read_text()
+    assert driver.returncode != 0, log[-3000:]
+    assert "CONCURRENT_STREAM_LOG_UPDATE" in log, log[-3000:]
+    taken.release()
+    interrupted = _interrupted(kafka_admin, kafka_bootstrap, topics, tmp_path / QUERY)
+    pinned = _versions(
+        [
+            entry
+            for entry in rt.read_topic(kafka_bootstrap, topics["prices"])
+            if entry.offset < interrupted.pins[entry.partition]
+        ]
+    )
+    # Every price moves on, so a replay that read the Table as it is now would differ.
+    for item, version in list(shop.versions.items()):
+        shop.price(item, (version or 0) + 1)
     shop.price(DELETED, None)
     shop.order(DELETED)
     shop.trade(rng, ORDERS // 3)
@@ -175,6 +255,32 @@ def test_orders_see_every_price_written_before_them_across_a_sigkill(
     unpriced = [c for c in copies if c["item"] in (UNPRICED, DELETED)]
     assert unpriced, "no order of an unpriced or deleted item"
     assert all(c["version"] is None for c in unpriced)
+
+    seen: dict[str, list[object]] = defaultdict(list)
+    for c in copies:
+        seen[str(c["order_id"])].append(c["version"])
+    again = {order for order, versions in seen.items() if len(versions) > 1}
+    assert again, f"no order was written twice: batch {interrupted.batch} did not run again"
+    assert again <= set(interrupted.orders), "orders of other batches were written twice"
+    unlike = {
+        order: (seen[order], pinned.get(item))
+        for order, item in interrupted.orders.items()
+        if any(version != pinned.get(item) for version in seen[order])
+    }
+    assert not unlike, (
+        f"batch {interrupted.batch} run again joined other prices than at its pins "
+        f"(order: versions written, version pinned): {list(unlike.items())[:5]}"
+    )
+    now = _versions(rt.read_topic(kafka_bootstrap, topics["prices"]))
+    # Without this, a replay that ignored its pins could have joined the same values by chance.
+    items = {interrupted.orders[order] for order in again}
+    moved = {item for item in items if pinned.get(item) != now.get(item)}
+    assert moved, "no price of the orders run again changed after their pins: nothing was proven"
+    measurement(
+        f"lookups: batch {interrupted.batch} ({len(interrupted.orders)} orders) run again after "
+        f"a failed commit: {len(again)} orders written twice, each copy with the version pinned "
+        f"for it, though {len(moved)} of their {len(items)} items were repriced before the replay"
+    )
 
 
 def test_a_replica_reads_up_to_each_pin_exactly(
