@@ -34,10 +34,20 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rillet.handlers import appreconciling, appscaling, indexes
+from rillet.handlers import indexes
 from rillet.k8s import applying
 from rillet.kafka.lag import TopicLag
-from rillet.reconcile import appobservations, appstatus, scaling, statuses
+from rillet.reconcile import (
+    appnotes,
+    appobservations,
+    appobserving,
+    appresolving,
+    appstatus,
+    apptargets,
+    notes,
+    scaling,
+    statuses,
+)
 from rillet.reconcile.appobjects import AppEnvironment
 from rillet.settings import AppSettings, KafkaSettings
 
@@ -73,7 +83,7 @@ def _views(*bodies: dict[str, Any]) -> indexes.AppViews:
 
 def test_an_app_with_everything_ready_gets_its_objects() -> None:
     found = _wordcount()
-    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
     assert resolution.objects is not None
     assert not resolution.spec_problems
     assert resolution.references.ok
@@ -87,7 +97,7 @@ def test_an_app_with_everything_ready_gets_its_objects() -> None:
 def test_missing_and_unready_references_are_named() -> None:
     found = _wordcount()
     found["Table"]["status"] = {}
-    resolution = appreconciling.resolve(found["App"], _views(found["Table"]), ENV)
+    resolution = appresolving.resolve(found["App"], _views(found["Table"]), ENV)
     assert resolution.objects is None
     assert resolution.references.missing == ("Topic sentences",)
     assert resolution.references.unready == ("Table word-counts",)
@@ -96,7 +106,7 @@ def test_missing_and_unready_references_are_named() -> None:
 def test_a_written_table_of_another_partition_count_is_reported() -> None:
     found = _wordcount()
     found["Table"]["spec"]["partitions"] = 2
-    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
     assert resolution.objects is None
     assert resolution.copartitioning == (
         "Table word-counts has 2 partitions but the inputs have 3: set its spec.partitions to 3 "
@@ -110,7 +120,7 @@ def test_a_spec_the_builders_refuse_is_a_problem_not_an_exception() -> None:
     found["Table"]["spec"]["valueFormat"] = "json"
     found["App"]["spec"]["inputs"].append({"name": "counts", "tableRef": {"name": "word-counts"}})
     views = _views(found["Topic"], found["Table"])
-    resolution = appreconciling.resolve(found["App"], views, ENV)
+    resolution = appresolving.resolve(found["App"], views, ENV)
     assert resolution.objects is None
     assert resolution.spec_problems == (
         "input counts: Table word-counts has no valueSchema; give the input a schema",
@@ -120,7 +130,7 @@ def test_a_spec_the_builders_refuse_is_a_problem_not_an_exception() -> None:
 def test_a_spec_the_model_refuses_is_one_line() -> None:
     found = _wordcount()
     found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 2}
-    resolution = appreconciling.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
     (problem,) = resolution.spec_problems
     assert "minExecutors must not exceed scaling.maxExecutors" in problem
     assert "\n" not in problem
@@ -137,8 +147,8 @@ def test_an_observation_keeps_the_scaling_loops_figures() -> None:
         ],
     }
     running = {"metadata": {}, "status": {"phase": "Running"}}
-    observation = appreconciling.observe(
-        app, appreconciling.Resolution(), driver_pod=None, executor_pods=[running, running]
+    observation = appobserving.observe(
+        app, appresolving.Resolution(), driver_pod=None, executor_pods=[running, running]
     )
     assert (observation.executors_desired, observation.executors_cap) == (3, 3)
     assert observation.executors_ready == 2
@@ -146,8 +156,8 @@ def test_an_observation_keeps_the_scaling_loops_figures() -> None:
         appstatus.InputObservation(name="sentences", topic="sentences", partitions=3, lag=40),
     )
     app["spec"]["suspend"] = True
-    suspended = appreconciling.observe(
-        app, appreconciling.Resolution(), driver_pod=None, executor_pods=[]
+    suspended = appobserving.observe(
+        app, appresolving.Resolution(), driver_pod=None, executor_pods=[]
     )
     assert (suspended.executors_desired, suspended.executors_cap, suspended.inputs) == (
         None,
@@ -167,31 +177,31 @@ def _status(reason: str, message: str) -> dict[str, Any]:
 def test_events_follow_changes_of_standing_not_of_figures() -> None:
     running = _status("Running", "the driver is running, lag 10 records")
     busier = _standing("ready", "Running", "the driver is running, lag 99 records")
-    assert appreconciling.standing_notes(running, busier) == ()
+    assert appnotes.standing_notes(running, busier) == ()
     crashed = _standing("stalled", "DriverCrashLooping", "ValueError: boom")
-    assert appreconciling.standing_notes(running, crashed) == (
-        appreconciling.Note("Warning", "DriverCrashLooping", "ValueError: boom"),
+    assert appnotes.standing_notes(running, crashed) == (
+        notes.Note("Warning", "DriverCrashLooping", "ValueError: boom"),
     )
     stalled = _status("DriverCrashLooping", "ValueError: boom")
-    assert appreconciling.standing_notes(stalled, crashed) == ()
+    assert appnotes.standing_notes(stalled, crashed) == ()
     other = _standing("stalled", "DriverCrashLooping", "KeyError: 'x'")
-    assert appreconciling.standing_notes(stalled, other)[0].type == "Warning"
-    assert appreconciling.standing_notes(None, busier)[0] == appreconciling.Note(
+    assert appnotes.standing_notes(stalled, other)[0].type == "Warning"
+    assert appnotes.standing_notes(None, busier)[0] == notes.Note(
         "Normal", "Running", "the driver is running, lag 99 records"
     )
 
 
 def test_events_say_what_applying_did_to_the_driver() -> None:
-    assert appreconciling.applied_notes("clicks", None) == ()
-    assert appreconciling.applied_notes("clicks", applying.Applied()) == ()
-    (created,) = appreconciling.applied_notes("clicks", applying.Applied(created=True))
+    assert appnotes.applied_notes("clicks", None) == ()
+    assert appnotes.applied_notes("clicks", applying.Applied()) == ()
+    (created,) = appnotes.applied_notes("clicks", applying.Applied(created=True))
     assert (created.reason, "clicks-driver" in created.message) == ("DriverCreated", True)
-    (replaced,) = appreconciling.applied_notes(
+    (replaced,) = appnotes.applied_notes(
         "clicks", applying.Applied(replaced=("volumeClaimTemplates",), rolled=True)
     )
     assert replaced.reason == "DriverReplaced"
     assert "volumeClaimTemplates" in replaced.message
-    (rolled,) = appreconciling.applied_notes("clicks", applying.Applied(rolled=True))
+    (rolled,) = appnotes.applied_notes("clicks", applying.Applied(rolled=True))
     assert rolled.reason == "DriverRolling"
 
 
@@ -222,18 +232,18 @@ def _app(reason: str | None, *, observed: int = 2, suspend: bool = False) -> dic
 def test_which_apps_the_loop_scales_or_reconciles(
     body: dict[str, Any], scalable: bool, reconciled: bool
 ) -> None:
-    assert appscaling.is_scalable(body) is scalable
-    assert appscaling.needs_reconcile(body) is reconciled
+    assert apptargets.is_scalable(body) is scalable
+    assert apptargets.needs_reconcile(body) is reconciled
 
 
 def test_an_event_only_when_the_count_changes() -> None:
     decision = scaling.ScalingDecision(
         desired=4, cap=6, reason="LagAbovePerExecutorTarget", message="lag of 4000", history=()
     )
-    assert appscaling.scale_note(4, decision) == ()
-    (note,) = appscaling.scale_note(2, decision)
+    assert appnotes.scale_note(4, decision) == ()
+    (note,) = appnotes.scale_note(2, decision)
     assert (note.reason, note.message) == ("ExecutorsScaled", "executors 2 to 4: lag of 4000")
-    assert appscaling.scale_note(None, decision)[0].message == "executors 4: lag of 4000"
+    assert appnotes.scale_note(None, decision)[0].message == "executors 4: lag of 4000"
 
 
 def test_pods_grouped_by_namespace_app_and_role() -> None:
@@ -243,7 +253,7 @@ def test_pods_grouped_by_namespace_app_and_role() -> None:
 
     pods = [pod("a", "x", "driver"), pod("a", "x", "executor"), pod("a", "x", "executor")]
     pods.append(pod("b", "x", "executor"))
-    grouped = appscaling.group_pods(pods)
+    grouped = apptargets.group_pods(pods)
     assert {key: len(found) for key, found in grouped.items()} == {
         ("a", "x", "driver"): 1,
         ("a", "x", "executor"): 2,
@@ -254,7 +264,7 @@ def test_pods_grouped_by_namespace_app_and_role() -> None:
 def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
     found = _wordcount()
     found["Topic"]["spec"]["topicName"] = "text.sentences"
-    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
     assert target.group == f"rillet.{NAMESPACE}.wordcount"
     assert target.inputs == (
         appobservations.StreamInput(
@@ -266,44 +276,44 @@ def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
 
 def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
     found = _wordcount()
-    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
-    assert appscaling.observe_inputs(target, {}) == (
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    assert apptargets.observe_inputs(target, {}) == (
         appstatus.InputObservation(name="sentences", topic="sentences"),
     )
     lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=1200)}
-    inputs = appscaling.observe_inputs(target, lags)
+    inputs = apptargets.observe_inputs(target, lags)
     assert inputs[0].lag == 1200
     driver = {
         "metadata": {"annotations": {"rillet.io/progress": '{"rowsPerSecond": 12.5}'}},
         "status": {"phase": "Running", "containerStatuses": [{"name": "driver", "ready": True}]},
     }
     running: dict[str, Any] = {"metadata": {}, "status": {"phase": "Running"}}
-    pods: dict[appscaling.PodKey, list[Mapping[str, Any]]] = {
+    pods: dict[apptargets.PodKey, list[Mapping[str, Any]]] = {
         (NAMESPACE, "wordcount", "driver"): [driver],
         (NAMESPACE, "wordcount", "executor"): [running, running, {"status": {}}],
     }
     decision = scaling.ScalingDecision(desired=2, cap=3, reason="r", message="m", history=())
-    observation = appscaling.observe(target, inputs, decision, pods)
+    observation = apptargets.observe(target, inputs, decision, pods)
     assert observation.driver is not None
     assert observation.driver.ready
     assert (observation.executors_desired, observation.executors_ready) == (2, 2)
     assert (observation.executors_cap, observation.rows_per_second) == (3, 12.5)
-    alone = appscaling.observe(target, inputs, decision, {})
+    alone = apptargets.observe(target, inputs, decision, {})
     assert (alone.driver, alone.executors_ready) == (None, 0)
 
 
 def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one() -> None:
     found = _wordcount()  # its Topic declares 3 partitions
-    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
-    unknown = appscaling.observe_inputs(target, {})
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    unknown = apptargets.observe_inputs(target, {})
     stateful = {
         "metadata": {"annotations": {"rillet.io/progress": '{"statePartitions": 8}'}},
     }
 
-    declared = appscaling.parallelism_of(target, unknown, None)
-    reported = appscaling.parallelism_of(target, unknown, stateful)
+    declared = apptargets.parallelism_of(target, unknown, None)
+    reported = apptargets.parallelism_of(target, unknown, stateful)
     found["App"]["status"] = {"partitions": 2, "statePartitions": 4}
-    known = appscaling.parallelism_of(target, unknown, None)
+    known = apptargets.parallelism_of(target, unknown, None)
 
     assert declared == scaling.Parallelism(input_partitions=3)
     assert known == scaling.Parallelism(input_partitions=2, state_partitions=4)
@@ -314,18 +324,18 @@ def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> 
     found = _wordcount()
     found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 8}
     found["App"]["status"] = {"partitions": 2}
-    target = appscaling.target_of(found["App"], _views(found["Topic"], found["Table"]))
-    parallelism = appscaling.parallelism_of(target, appscaling.observe_inputs(target, {}), None)
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    parallelism = apptargets.parallelism_of(target, apptargets.observe_inputs(target, {}), None)
 
     decision = scaling.plan_executors(
-        appscaling.policy_of(found["App"]["spec"]),
+        apptargets.policy_of(found["App"]["spec"]),
         partitions=parallelism,
         lag=None,
         history=(),
         current=None,
         now=0.0,
     )
-    resolved = appreconciling.resolve(found["App"], _views(*found.values()), ENV)
+    resolved = appresolving.resolve(found["App"], _views(*found.values()), ENV)
 
     assert (decision.desired, decision.cap) == (2, 2)
     assert resolved.objects is not None
@@ -334,13 +344,13 @@ def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> 
 
 def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
     kafka = KafkaSettings(bootstrap="127.0.0.1:9092")
-    own = appreconciling.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    own = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
     assert (own.kafka_bootstrap, own.apiserver_url) == ("127.0.0.1:9092", "https://10.96.0.1:443")
     monkeypatch.setenv("RILLET_APP_KAFKA_BOOTSTRAP", "kafka.pods:9092")
     monkeypatch.setenv("RILLET_APP_APISERVER_URL", "https://api.pods:6443")
     monkeypatch.setenv("RILLET_APP_IMAGE_PULL_POLICY", "Never")
     monkeypatch.setenv("RILLET_APP_STORAGE_CLASS", "fast")
-    env = appreconciling.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    env = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
     assert (env.kafka_bootstrap, env.apiserver_url) == ("kafka.pods:9092", "https://api.pods:6443")
     assert (env.image_pull_policy, env.storage_class) == ("Never", "fast")
 

@@ -29,8 +29,7 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import apps
-from rillet.handlers import appreconciling
-from rillet.reconcile import apprun, appstatus, kafkaaccess
+from rillet.reconcile import appresolving, apprun, appstatus, kafkaaccess
 from rillet.reconcile.appobjects import building, contexts
 from rillet.reconcile.kafkaaccess import Grant
 from rillet.runtime import kafkalogin
@@ -188,14 +187,14 @@ def test_without_app_principals_there_is_no_secret_mount_and_no_login() -> None:
 def test_app_principals_need_the_operator_to_log_in_with_scram() -> None:
     on = AppSettings(kafka_principals=True)
     with pytest.raises(ValueError, match="SASL/SCRAM"):
-        appreconciling.kafka_login(on, KafkaSettings(security_protocol="SSL"))
+        appresolving.kafka_login(on, KafkaSettings(security_protocol="SSL"))
     with pytest.raises(ValueError, match="SASL/SCRAM"):
-        appreconciling.kafka_login(
+        appresolving.kafka_login(
             on, KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="PLAIN")
         )
     scram = KafkaSettings(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512")
-    assert appreconciling.kafka_login(on, scram) == LOGIN.model_copy(update={"ca": False})
-    assert appreconciling.kafka_login(AppSettings(), scram) is None
+    assert appresolving.kafka_login(on, scram) == LOGIN.model_copy(update={"ca": False})
+    assert appresolving.kafka_login(AppSettings(), scram) is None
 
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rillet.handlers.resyncing import is_due
+from rillet.reconcile.statuses import is_due
 
 
 def body(generation: int, observed: int | None, *, deleting: bool = False) -> dict[str, Any]:

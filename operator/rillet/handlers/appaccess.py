@@ -100,7 +100,7 @@ class AppAccess:
 
 def build(app_settings: AppSettings, kafka: KafkaSettings) -> AppAccess | None:
     """The provisioner of App principals, None when they are off (see
-    appreconciling.kafka_login for what they need)."""
+    appresolving.kafka_login for what they need)."""
     if not app_settings.kafka_principals:
         return None
     admin = PrincipalAdmin(

@@ -226,6 +226,10 @@ class AppViews:
         """The latest body of a Table, None if there is none."""
         return _latest(self.table_objects, (namespace, name))
 
+    def kafka_name(self, kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+        """The Kafka topic name of a Topic or Table object (`kafka_name`)."""
+        return kafka_name(kind, name, namespace, spec)
+
     def apps(self) -> list[dict[str, Any]]:
         """The latest body of every App."""
         return newest_of_each(self.app_objects)

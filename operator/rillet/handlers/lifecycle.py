@@ -26,6 +26,7 @@ from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.admin import TopicAdmin
 from rillet.kafka.lag import LagReader
 from rillet.kafka.syncing import TopicSyncer
+from rillet.reconcile import appresolving
 from rillet.settings import AppSettings, KafkaSettings, OperatorSettings
 
 FINALIZER = "rillet.io/finalizer"
@@ -136,7 +137,7 @@ def start_apps(
     """What App reconciles use, and the scaling loop (not started yet). `namespaced`: the
     operator's rights are in its watched namespaces alone."""
     kube = AppKube(namespaced=namespaced)
-    env = appreconciling.environment(app_settings, kafka, apiserver_url=kube.apiserver_url)
+    env = appresolving.environment(app_settings, kafka, apiserver_url=kube.apiserver_url)
     deps = appreconciling.AppDeps(
         kube=kube,
         views=indexes.AppViews.of(indexes_kwargs),

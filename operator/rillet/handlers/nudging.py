@@ -31,6 +31,7 @@ from rillet.handlers import indexes, reconciling, resyncing
 from rillet.k8s import applying
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.syncing import TopicSyncer
+from rillet.reconcile import statuses
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class Nudger:
             body = self._latest(key)
             if body is None or body["metadata"].get("deletionTimestamp"):
                 return None
-            if resyncing.is_due(body):
+            if statuses.is_due(body):
                 return body
             if loop.time() >= deadline:
                 return None

@@ -1,7 +1,7 @@
 """The one reconcile flow Topics and Tables share: decide, sync the topic, derive a report.
 
-A reconcile yields a `Report`: the status patch (empty when nothing changed) and the Events to
-post (only for changes and new problems, never once per resync). kopf handlers apply it through
+A reconcile yields a `notes.Report`: the status patch (empty when nothing changed) and the Events
+to post (only for changes and new problems, never once per resync). kopf handlers apply it through
 kopf's patch and event poster; the periodic resync through `rillet.k8s.writing`.
 """
 
@@ -11,13 +11,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any
 
 import kopf
 
 from rillet import metrics
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import claims, naming, statuses
+from rillet.reconcile import claims, naming, notes, statuses
 from rillet.reconcile.statuses import Verdict
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
@@ -62,24 +62,6 @@ class Subject:
         return dict(self.body.get("status") or {})
 
 
-@dataclass(frozen=True)
-class Note:
-    """An Event to post about the object."""
-
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Report:
-    """What a reconcile concluded and what to write about it."""
-
-    verdict: Verdict
-    status_patch: dict[str, Any]
-    notes: tuple[Note, ...]
-
-
 def gate(subject: Subject) -> Verdict | None:
     """A verdict reached without asking Kafka (paused, unmanaged, conflict, bad name), or None."""
     annotations = subject.metadata.get("annotations") or {}
@@ -111,7 +93,7 @@ def gate(subject: Subject) -> Verdict | None:
 
 async def reconcile(
     subject: Subject, syncer: TopicSyncer, *, resync: bool = False
-) -> Report | None:
+) -> notes.Report | None:
     """Reconcile one object end to end (Kafka included) and report; None when a newer change
     of the object was handled instead (nothing to report about this older one)."""
     started = time.monotonic()
@@ -124,14 +106,16 @@ async def reconcile(
             return None
         verdict = statuses.topic_verdict(outcome, kafka_name=subject.kafka_name)
     status_patch = derive_status_patch(subject, verdict, outcome)
-    notes = derive_notes(subject, verdict, outcome)
+    posted = derive_notes(subject, verdict, outcome)
     if status_patch:
-        notes += tuple(Note("Warning", reason, message) for reason, message in subject.warnings)
+        posted += tuple(
+            notes.Note("Warning", reason, message) for reason, message in subject.warnings
+        )
     metrics.RECONCILES.labels(subject.kind, verdict.reason).inc()
     metrics.RECONCILE_SECONDS.labels(subject.kind).observe(time.monotonic() - started)
     if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
         metrics.RECONCILE_ERRORS.labels(subject.kind, verdict.reason).inc()
-    return Report(verdict, status_patch, notes)
+    return notes.Report(status_patch, posted, verdict)
 
 
 def derive_status_patch(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> dict[str, Any]:
@@ -154,7 +138,9 @@ def derive_status_patch(subject: Subject, verdict: Verdict, outcome: SyncOutcome
     return statuses.merge_patch(previous, status)
 
 
-def derive_notes(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> tuple[Note, ...]:
+def derive_notes(
+    subject: Subject, verdict: Verdict, outcome: SyncOutcome
+) -> tuple[notes.Note, ...]:
     """Events for what changed in Kafka, and for a verdict that differs from the last one."""
     previous = subject.previous_status
     conditions = previous.get("conditions") or []
@@ -163,23 +149,23 @@ def derive_notes(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> tu
     drifted = ready.get("status") == "True" and previous.get("observedGeneration") == (
         subject.generation
     )
-    notes = [
-        Note(
+    posted = [
+        notes.Note(
             "Warning",
             "DriftCorrected",
             f"Kafka topic {subject.kafka_name} had drifted from the spec: {change}",
         )
         if drifted
-        else Note("Normal", _change_reason(change), change)
+        else notes.Note("Normal", _change_reason(change), change)
         for change in outcome.applied
     ]
     if ready.get("reason") != verdict.reason or ready.get("message") != verdict.message:
         if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
-            notes.append(Note("Warning", verdict.reason, verdict.message))
-        elif ready.get("reason") != verdict.reason and not notes:
+            posted.append(notes.Note("Warning", verdict.reason, verdict.message))
+        elif ready.get("reason") != verdict.reason and not posted:
             # A change just reported says enough; one Event per reconcile keeps writes down.
-            notes.append(Note("Normal", verdict.reason, verdict.message))
-    return tuple(notes)
+            posted.append(notes.Note("Normal", verdict.reason, verdict.message))
+    return tuple(posted)
 
 
 def _change_reason(change: str) -> str:
@@ -188,7 +174,7 @@ def _change_reason(change: str) -> str:
 
 
 def apply_in_handler(
-    report: Report | None, body: kopf.Body, patch: kopf.Patch, *, retry: int
+    report: notes.Report | None, body: kopf.Body, patch: kopf.Patch, *, retry: int
 ) -> None:
     """Hand a report to kopf: status into the handler's patch, Events to kopf's poster."""
     if report is None:
@@ -197,6 +183,7 @@ def apply_in_handler(
         patch.status[key] = value
     for note in report.notes:
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
-    if report.verdict.reason == "KafkaUnavailable":
+    verdict = report.verdict
+    if verdict is not None and verdict.reason == "KafkaUnavailable":
         # kopf retries with this backoff; the status written above says what is going on.
-        raise kopf.TemporaryError(report.verdict.message, delay=min(2.0**retry, MAX_RETRY_DELAY))
+        raise kopf.TemporaryError(verdict.message, delay=min(2.0**retry, MAX_RETRY_DELAY))

@@ -19,6 +19,7 @@ from rillet import metrics
 from rillet.handlers import indexes, reconciling, tables, topics
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.syncing import TopicSyncer
+from rillet.reconcile import statuses
 
 log = logging.getLogger(__name__)
 
@@ -49,25 +50,13 @@ async def resync_forever(
             resync_one(plural, body, objects[plural][1], views, syncer, writer)
             for plural, found in bodies.items()
             for body in found
-            if is_due(body)
+            if statuses.is_due(body)
         ]
         with metrics.RESYNC_SECONDS.time():
             results = await asyncio.gather(*jobs, return_exceptions=True)
         metrics.RESYNCS.inc()
         for failure in (r for r in results if isinstance(r, BaseException)):
             log.warning("resync of an object failed: %s", failure)
-
-
-def is_due(body: Mapping[str, Any]) -> bool:
-    """Whether the resync should look at an object: settled ones only.
-
-    An object being deleted is its delete handler's; one whose current generation has no
-    reconcile yet (observedGeneration behind) is its kopf handler's, which retries on its own.
-    Taking those too would reconcile every new object twice during a bulk apply.
-    """
-    metadata = body["metadata"]
-    observed = (body.get("status") or {}).get("observedGeneration")
-    return not metadata.get("deletionTimestamp") and observed == metadata.get("generation")
 
 
 async def resync_one(

@@ -191,3 +191,15 @@ def merge_patch(previous: Mapping[str, Any], desired: Mapping[str, Any]) -> dict
     for key in previous.keys() - desired.keys():
         patch[key] = None
     return patch
+
+
+def is_due(body: Mapping[str, Any]) -> bool:
+    """Whether the resync should look at an object: settled ones only.
+
+    An object being deleted is its delete handler's; one whose current generation has no
+    reconcile yet (observedGeneration behind) is its kopf handler's, which retries on its own.
+    Taking those too would reconcile every new object twice during a bulk apply.
+    """
+    metadata = body["metadata"]
+    observed = (body.get("status") or {}).get("observedGeneration")
+    return not metadata.get("deletionTimestamp") and observed == metadata.get("generation")

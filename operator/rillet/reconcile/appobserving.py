@@ -1,0 +1,65 @@
+"""Pure: the observation of an App after a reconcile, from what resolving it concluded and
+its pods.
+
+The scaling figures (executors desired and cap, inputs, lag) are the scaling loop's
+(`apptargets`): a reconcile keeps them as its status last had them, for inputs still in the
+spec, so the two never undo each other's work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rillet.reconcile import appobservations, appresolving, appstatus
+
+
+def _carried_inputs(
+    previous: Mapping[str, Any], spec: Mapping[str, Any]
+) -> tuple[appstatus.InputObservation, ...]:
+    """The scaling loop's last view of the inputs, for those still in the spec."""
+    names = {str(i.get("name")) for i in spec.get("inputs") or ()}
+    return tuple(
+        appstatus.InputObservation(
+            name=str(i["name"]),
+            topic=str(i["topic"]),
+            partitions=i.get("partitions"),
+            lag=i.get("lag"),
+        )
+        for i in previous.get("inputs") or ()
+        if i.get("name") in names and i.get("topic")
+    )
+
+
+def observe(
+    body: Mapping[str, Any],
+    resolution: appresolving.Resolution,
+    *,
+    driver_pod: Mapping[str, Any] | None,
+    executor_pods: list[dict[str, Any]],
+) -> appstatus.AppObservation:
+    """The observation of an App after a reconcile (scaling figures kept from its status)."""
+    spec, previous = body.get("spec") or {}, body.get("status") or {}
+    progress = appobservations.read_progress(driver_pod)
+    executors = previous.get("executors") or {}
+    suspended = bool(spec.get("suspend"))
+    return appstatus.AppObservation(
+        generation=body["metadata"].get("generation"),
+        suspend=suspended,
+        spec_problems=resolution.spec_problems,
+        missing_references=resolution.references.missing,
+        unready_references=resolution.references.unready,
+        copartitioning_problems=resolution.copartitioning,
+        access_problem=resolution.access_problem,
+        driver=appobservations.driver_observation(driver_pod) if driver_pod else None,
+        executors_desired=None if suspended else executors.get("desired"),
+        executors_ready=appobservations.count_running_executors(executor_pods),
+        executors_unschedulable=appobservations.unschedulable_executors(executor_pods),
+        executors_cap=None if suspended else executors.get("cap"),
+        executors_cap_by=None if suspended else executors.get("capBy"),
+        executors_registered=progress.executors,
+        state_partitions=previous.get("statePartitions"),
+        inputs=() if suspended else _carried_inputs(previous, spec),
+        last_batch_time=progress.last_batch_time,
+        rows_per_second=progress.rows_per_second,
+    )

@@ -1,0 +1,212 @@
+"""Pure: an App resolved against its Topics, Tables and the operator's environment.
+
+The first step of an App's reconcile (`handlers.appreconciling`), decidable without I/O: the App
+model, its references (missing or not Ready: WaitingForTopics), its run spec, co-partitioning of
+its stream inputs and the Tables it writes, and its objects. Bad input is a value here, never an
+exception: a ValueError of a builder is a Stalled InvalidSpec with its message. The Topics and
+Tables come from `ObjectViews` (kopf's in-memory indexes, read, never asked over the network).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import pydantic
+
+from rillet.api.v1alpha1 import apps, objects, tables, topics
+from rillet.reconcile import appobjects, appobservations, apprun, kafkaaccess
+from rillet.settings import AppSettings, KafkaSettings
+
+
+class ObjectViews(Protocol):
+    """The latest Topics and Tables an App may reference, and their Kafka topics' names
+    (`handlers.ObjectViews`)."""
+
+    def topic(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The latest body of a Topic, None if there is none."""
+
+    def table(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The latest body of a Table, None if there is none."""
+
+    def kafka_name(self, kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+        """The Kafka topic name of a Topic or Table object."""
+
+
+def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogin | None:
+    """How App drivers log in to Kafka: as the App's own principal when those are on.
+
+    Raises ValueError when they are on but the operator does not log in with SASL/SCRAM: its
+    admin rights create the Apps' SCRAM users, on the listener the Apps use too.
+    """
+    if not settings.kafka_principals:
+        return None
+    protocol, mechanism = kafka.security_protocol, kafka.sasl_mechanism
+    if protocol not in ("SASL_SSL", "SASL_PLAINTEXT") or mechanism not in (
+        "SCRAM-SHA-256",
+        "SCRAM-SHA-512",
+    ):
+        raise ValueError(
+            "per-App Kafka principals (RILLET_APP_KAFKA_PRINCIPALS) need the operator to log in "
+            "with SASL/SCRAM: set kafka.securityProtocol to SASL_SSL and kafka.saslMechanism to "
+            f"SCRAM-SHA-512 (now {protocol}, {mechanism or 'no mechanism'})"
+        )
+    return apprun.KafkaLogin.model_validate(
+        {
+            "security_protocol": protocol,
+            "sasl_mechanism": mechanism,
+            "credentials_dir": kafkaaccess.CREDENTIALS_DIR,
+            "ca": kafka.ssl_ca_location is not None,
+        }
+    )
+
+
+def environment(
+    settings: AppSettings, kafka: KafkaSettings, *, apiserver_url: str
+) -> appobjects.AppEnvironment:
+    """The environment every App's objects are built for."""
+    return appobjects.AppEnvironment(
+        kafka_bootstrap=settings.kafka_bootstrap or kafka.bootstrap,
+        image_pull_policy=settings.image_pull_policy,
+        storage_class=settings.storage_class,
+        checkpoint_size=settings.checkpoint_size,
+        apiserver_url=settings.apiserver_url or apiserver_url,
+        kafka_login=kafka_login(settings, kafka),
+    )
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What resolving an App concluded; `objects` only when it may run."""
+
+    objects: appobjects.AppObjects | None = None
+    spec_problems: tuple[str, ...] = ()
+    references: appobservations.ReferenceCheck = field(
+        default_factory=appobservations.ReferenceCheck
+    )
+    copartitioning: tuple[str, ...] = ()
+    access_problem: tuple[str, str] | None = None  # (reason, message): see appstatus
+
+
+def _problem(error: ValueError) -> str:
+    """A builder's or the models' error in one line per problem, without pydantic's URLs."""
+    if isinstance(error, pydantic.ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in error.errors(include_input=False, include_url=False)
+        )
+    return str(error)
+
+
+def _parse_app(body: Mapping[str, Any]) -> apps.App:
+    meta = body["metadata"]
+    return apps.App.model_validate(
+        {
+            "apiVersion": objects.API_VERSION,
+            "kind": "App",
+            "metadata": {key: meta.get(key) for key in ("name", "namespace", "uid", "generation")},
+            "spec": dict(body.get("spec") or {}),
+        }
+    )
+
+
+def _topic(body: Mapping[str, Any], views: ObjectViews) -> topics.Topic:
+    """A Topic model whose topicName is its Kafka name (prefixed, when the operator prefixes)."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    topic = topics.Topic.model_validate(
+        {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "spec": spec}
+    )
+    kafka = views.kafka_name("Topic", meta["name"], meta["namespace"], spec)
+    return topic.model_copy(update={"spec": topic.spec.model_copy(update={"topic_name": kafka})})
+
+
+def _table(body: Mapping[str, Any], views: ObjectViews) -> tables.Table:
+    """A Table model whose topicName is its Kafka name (prefixed, when the operator prefixes)."""
+    meta, spec = body["metadata"], dict(body.get("spec") or {})
+    table = tables.Table.model_validate(
+        {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "spec": spec}
+    )
+    kafka = views.kafka_name("Table", meta["name"], meta["namespace"], spec)
+    return table.model_copy(update={"spec": table.spec.model_copy(update={"topic_name": kafka})})
+
+
+def _table_partitions(body: Mapping[str, Any]) -> int | None:
+    """A Table's partitions: as declared, else as its changelog topic has them."""
+    declared = (body.get("spec") or {}).get("partitions")
+    return declared or (body.get("status") or {}).get("partitions")
+
+
+def _referenced(
+    body: Mapping[str, Any], views: ObjectViews
+) -> dict[appobservations.Reference, Mapping[str, Any]]:
+    namespace = str(body["metadata"]["namespace"])
+    found: dict[appobservations.Reference, Mapping[str, Any]] = {}
+    for kind, name in appobservations.references(body.get("spec") or {}):
+        referenced = (
+            views.topic(namespace, name) if kind == "Topic" else views.table(namespace, name)
+        )
+        if referenced is not None:
+            found[(kind, name)] = referenced
+    return found
+
+
+def _run_spec(
+    app: apps.App,
+    found: Mapping[appobservations.Reference, Mapping[str, Any]],
+    env: appobjects.AppEnvironment,
+    views: ObjectViews,
+) -> apprun.RunSpec:
+    return apprun.build_run_spec(
+        app,
+        topics_by_name={
+            name: _topic(b, views) for (kind, name), b in found.items() if kind == "Topic"
+        },
+        tables_by_name={
+            name: _table(b, views) for (kind, name), b in found.items() if kind == "Table"
+        },
+        bootstrap_servers=env.kafka_bootstrap,
+        checkpoint_location=appobjects.checkpoint_location(app),
+        namespace=str(app.metadata.namespace),
+        kafka_login=env.kafka_login,
+    )
+
+
+def _copartitioning(
+    run_spec: apprun.RunSpec,
+    spec: Mapping[str, Any],
+    found: Mapping[appobservations.Reference, Mapping[str, Any]],
+) -> tuple[str, ...]:
+    return appobservations.copartitioning_problems(
+        [(i.name, i.partitions) for i in run_spec.stream_inputs],
+        [
+            (name, _table_partitions(found[("Table", name)]))
+            for name in appobservations.written_tables(spec)
+        ],
+    )
+
+
+def resolve(
+    body: Mapping[str, Any], views: ObjectViews, env: appobjects.AppEnvironment
+) -> Resolution:
+    """Everything about the App decidable without I/O, down to its objects."""
+    spec = body.get("spec") or {}
+    try:
+        app = _parse_app(body)
+    except ValueError as error:
+        return Resolution(spec_problems=(_problem(error),))
+    found = _referenced(body, views)
+    check = appobservations.check_references(appobservations.references(spec), found)
+    if not check.ok:
+        return Resolution(references=check)
+    try:
+        run_spec = _run_spec(app, found, env, views)
+        problems = _copartitioning(run_spec, spec, found)
+        if problems:
+            return Resolution(copartitioning=problems)
+        known = appobservations.known_parallelism(body.get("status"))
+        return Resolution(
+            objects=appobjects.build_app_objects(app, run_spec, env, parallelism=known)
+        )
+    except ValueError as error:  # the models' and builders' way of refusing a spec
+        return Resolution(spec_problems=(_problem(error),))

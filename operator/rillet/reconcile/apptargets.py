@@ -1,0 +1,190 @@
+"""Pure: the scaling loop's view of one App (`handlers.appscaling`), short of deciding.
+
+Which Apps a pass scales (settled, not suspended, not held back by their spec or references)
+and which it reconciles again instead; each scaled App's stream inputs and consumer group, its
+pods, its inputs' partitions and lag, what its stages run at once, and the observation of the
+pass once `scaling.plan_executors` decided. The pass reads Kafka and the pods; this module only
+sorts and combines what it read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from rillet.api.v1alpha1 import appspecs
+from rillet.reconcile import (
+    appnotes,
+    appobservations,
+    appresolving,
+    apprun,
+    appstatus,
+    scaling,
+    statuses,
+)
+from rillet.reconcile.appobjects import metadata
+
+# Where an App stands because of its spec and references (not its driver): the scaling loop
+# reconciles such an App again, since no event of its own would.
+SPEC_REASONS: Final = frozenset(
+    {
+        appstatus.INVALID_SPEC,
+        appstatus.WAITING_FOR_TOPICS,
+        appstatus.TOPICS_NOT_CO_PARTITIONED,
+        appstatus.KAFKA_UNAVAILABLE,
+        appstatus.KAFKA_ACCESS_NOT_GRANTED,
+    }
+)
+
+PodKey = tuple[str, str, str]  # namespace, app, role
+
+
+class Lag(Protocol):
+    """One input topic of one consumer group, as Kafka told (`kafka.lag.TopicLag`)."""
+
+    @property
+    def partitions(self) -> int | None: ...
+
+    @property
+    def lag(self) -> int | None: ...
+
+
+def standing_reason(body: Mapping[str, Any]) -> str | None:
+    """The reason of the App's Ready condition, as last written."""
+    return appnotes.ready_condition(body.get("status")).get("reason")
+
+
+def is_scalable(body: Mapping[str, Any]) -> bool:
+    """Settled, not suspended, and not held back by its spec or references."""
+    suspended = bool((body.get("spec") or {}).get("suspend"))
+    return statuses.is_due(body) and not suspended and standing_reason(body) not in SPEC_REASONS
+
+
+def needs_reconcile(body: Mapping[str, Any]) -> bool:
+    """Settled but held back by its spec or references: a reconcile may now get further."""
+    return statuses.is_due(body) and standing_reason(body) in SPEC_REASONS
+
+
+@dataclass(frozen=True)
+class Target:
+    """One App to scale: its body, consumer group and stream inputs."""
+
+    body: Mapping[str, Any]
+    group: str
+    inputs: tuple[appobservations.StreamInput, ...]
+
+    @property
+    def key(self) -> tuple[str, str]:
+        meta = self.body["metadata"]
+        return str(meta["namespace"]), str(meta["name"])
+
+
+def target_of(body: Mapping[str, Any], views: appresolving.ObjectViews) -> Target:
+    """The App with the Kafka topics of its stream inputs (from the Topics index)."""
+    meta, spec = body["metadata"], body.get("spec") or {}
+    namespace, name = str(meta["namespace"]), str(meta["name"])
+    kafka_names: dict[str, str] = {}
+    declared: dict[str, int | None] = {}
+    for kind, ref in appobservations.references(spec):
+        topic = views.topic(namespace, ref) if kind == "Topic" else None
+        if topic is not None:
+            topic_spec = topic.get("spec") or {}
+            kafka_names[ref] = views.kafka_name("Topic", ref, namespace, topic_spec)
+            declared[ref] = topic_spec.get("partitions")
+    return Target(
+        body=body,
+        group=apprun.consumer_group(namespace=namespace, app=name),
+        inputs=appobservations.stream_inputs(spec, kafka_names, declared),
+    )
+
+
+def policy_of(spec: Mapping[str, Any]) -> scaling.ScalingPolicy:
+    """The App's scaling policy (spec.scaling as the apiserver defaulted it)."""
+    return scaling.policy_for(appspecs.Scaling.model_validate(spec.get("scaling") or {}))
+
+
+def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[str, Any]]]:
+    """Pods by (namespace, App, role)."""
+    grouped: dict[PodKey, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        key = (
+            str(meta.get("namespace")),
+            str(labels.get(metadata.APP_LABEL)),
+            str(labels.get(metadata.ROLE_LABEL)),
+        )
+        grouped.setdefault(key, []).append(pod)
+    return grouped
+
+
+def observe_inputs(
+    target: Target, lags: Mapping[tuple[str, str], Lag]
+) -> tuple[appstatus.InputObservation, ...]:
+    """The App's stream inputs with their partitions and lag (unknown where Kafka said none)."""
+    found = [(i, lags.get((target.group, i.topic))) for i in target.inputs]
+    return tuple(
+        appstatus.InputObservation(
+            name=i.name,
+            topic=i.topic,
+            partitions=o.partitions if o is not None else None,
+            lag=o.lag if o is not None else None,
+        )
+        for i, o in found
+    )
+
+
+def driver_pod(
+    target: Target, pods: Mapping[PodKey, list[Mapping[str, Any]]]
+) -> Mapping[str, Any] | None:
+    """The App's driver pod, if there is one."""
+    namespace, name = target.key
+    drivers = pods.get((namespace, name, "driver"), [])
+    return drivers[0] if drivers else None
+
+
+def parallelism_of(
+    target: Target,
+    inputs: tuple[appstatus.InputObservation, ...],
+    driver: Mapping[str, Any] | None,
+) -> scaling.Parallelism:
+    """What the App's stages run at once: the input partitions Kafka reports, else those last
+    reported (Kafka unreachable), else those its Topics declare; the state partitions its
+    driver reports, else those last reported."""
+    known = appobservations.known_parallelism(target.body.get("status"))
+    partitions = (
+        appstatus.total_partitions(inputs)
+        or known.input_partitions
+        or appobservations.declared_partitions(target.inputs)
+    )
+    state = appobservations.read_progress(driver).state_partitions or known.state_partitions
+    return scaling.Parallelism(input_partitions=partitions, state_partitions=state)
+
+
+def observe(
+    target: Target,
+    inputs: tuple[appstatus.InputObservation, ...],
+    decision: scaling.ScalingDecision,
+    pods: Mapping[PodKey, list[Mapping[str, Any]]],
+    parallelism: scaling.Parallelism | None = None,
+) -> appstatus.AppObservation:
+    """What the scaling pass saw of one App, and what it decided."""
+    namespace, name = target.key
+    driver = driver_pod(target, pods)
+    executors = pods.get((namespace, name, "executor"), [])
+    progress = appobservations.read_progress(driver)
+    return appstatus.AppObservation(
+        generation=target.body["metadata"].get("generation"),
+        driver=appobservations.driver_observation(driver) if driver else None,
+        executors_desired=decision.desired,
+        executors_ready=appobservations.count_running_executors(executors),
+        executors_unschedulable=appobservations.unschedulable_executors(executors),
+        executors_cap=decision.cap,
+        executors_cap_by=decision.cap_by,
+        executors_registered=progress.executors,
+        state_partitions=parallelism.state_partitions if parallelism else None,
+        inputs=inputs,
+        last_batch_time=progress.last_batch_time,
+        rows_per_second=progress.rows_per_second,
+    )
