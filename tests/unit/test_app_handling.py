@@ -9,7 +9,8 @@ Test plan:
 - the observation after a reconcile keeps the scaling loop's figures, for inputs still in the
   spec; a suspended App has none;
 - Events: one when the standing's reason changes, one when a stalled App's message changes,
-  none for a running App's changing figures; what applying did to the driver;
+  none for a running App's changing figures; what applying did to the driver; what
+  provisioning the App's Kafka principal changed, if anything;
 - the scaling loop takes settled, unsuspended Apps not held back by their spec; it reconciles
   settled Apps held back by their spec; an Event only when the count changes; pods grouped by
   namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App;
@@ -45,6 +46,7 @@ from rillet.reconcile import (
     appstatus,
     apptargets,
     notes,
+    parallelisms,
     scaling,
     statuses,
 )
@@ -205,6 +207,19 @@ def test_events_say_what_applying_did_to_the_driver() -> None:
     assert rolled.reason == "DriverRolling"
 
 
+def test_an_event_says_what_provisioning_the_kafka_principal_changed() -> None:
+    assert appnotes.granted_notes("team.clicks", ()) == ()
+    changes = ("set the password of SCRAM user team.clicks", "allowed READ on clicks")
+    assert appnotes.granted_notes("team.clicks", changes) == (
+        notes.Note(
+            "Normal",
+            "KafkaAccessGranted",
+            "Kafka principal User:team.clicks: set the password of SCRAM user team.clicks; "
+            "allowed READ on clicks",
+        ),
+    )
+
+
 def _app(reason: str | None, *, observed: int = 2, suspend: bool = False) -> dict[str, Any]:
     status: dict[str, Any] = {"observedGeneration": observed}
     if reason:
@@ -315,9 +330,9 @@ def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one()
     found["App"]["status"] = {"partitions": 2, "statePartitions": 4}
     known = apptargets.parallelism_of(target, unknown, None)
 
-    assert declared == scaling.Parallelism(input_partitions=3)
-    assert known == scaling.Parallelism(input_partitions=2, state_partitions=4)
-    assert reported == scaling.Parallelism(input_partitions=3, state_partitions=8)
+    assert declared == parallelisms.Parallelism(input_partitions=3)
+    assert known == parallelisms.Parallelism(input_partitions=2, state_partitions=4)
+    assert reported == parallelisms.Parallelism(input_partitions=3, state_partitions=8)
 
 
 def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> None:

@@ -31,7 +31,7 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, naming, scaling
+from rillet.reconcile import apprun, naming, parallelisms
 from rillet.reconcile.appobjects import (
     building,
     contexts,
@@ -482,7 +482,7 @@ def test_a_driver_starts_its_executors_within_the_known_cap(
 ) -> None:
     # Input partitions not known from Kafka: the example Topic's declared 3 stand in.
     app, run_spec = _inputs(scaling={"minExecutors": 5, "maxExecutors": 8})
-    known = scaling.Parallelism(input_partitions=inputs, state_partitions=state)
+    known = parallelisms.Parallelism(input_partitions=inputs, state_partitions=state)
     context = contexts.build_context(app, run_spec, ENV, parallelism=known)
 
     assert sparkconfs.build_spark_conf(context)["spark.executor.instances"] == instances

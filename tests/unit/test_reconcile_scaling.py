@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import scaling
+from rillet.reconcile import parallelisms, scaling
 from rillet.reconcile.scaling import Recommendation, Sample
 
 POLICY = scaling.ScalingPolicy(
@@ -48,36 +48,40 @@ def _policy(**changes: Any) -> scaling.ScalingPolicy:
     [(None, 1, 0), (0, 1, 0), (1, 1, 1), (12, 1, 12), (12, 4, 3), (13, 4, 3), (3, 4, 1)],
 )
 def test_cap_is_partitions_per_executor_cores(partitions: int | None, cores: int, cap: int) -> None:
-    assert scaling.derive_cap(partitions, cores) == cap
+    assert parallelisms.derive_cap(partitions, cores) == cap
 
 
 @pytest.mark.parametrize(
     ("inputs", "state", "cores", "cap", "binding"),
     [
-        (2, None, 1, 2, scaling.INPUT_PARTITIONS),  # stateless: the read is the only stage
-        (6, 2, 1, 6, scaling.INPUT_PARTITIONS),  # an input grown past its state's partitions
-        (2, 8, 1, 8, scaling.STATE_PARTITIONS),  # the stage after the shuffle is wider
-        (2, 8, 4, 2, scaling.STATE_PARTITIONS),
-        (4, 4, 1, 4, scaling.INPUT_PARTITIONS),
+        (2, None, 1, 2, parallelisms.INPUT_PARTITIONS),  # stateless: the read is the only stage
+        (6, 2, 1, 6, parallelisms.INPUT_PARTITIONS),  # an input grown past its state's partitions
+        (2, 8, 1, 8, parallelisms.STATE_PARTITIONS),  # the stage after the shuffle is wider
+        (2, 8, 4, 2, parallelisms.STATE_PARTITIONS),
+        (4, 4, 1, 4, parallelisms.INPUT_PARTITIONS),
         (None, 8, 1, 0, None),  # inputs unknown: nothing known about the read stage
     ],
 )
 def test_cap_is_the_widest_stage_per_executor_cores(
     inputs: int | None, state: int | None, cores: int, cap: int, binding: str | None
 ) -> None:
-    parallelism = scaling.Parallelism(input_partitions=inputs, state_partitions=state)
+    parallelism = parallelisms.Parallelism(input_partitions=inputs, state_partitions=state)
 
-    assert scaling.parallelism_cap(parallelism, cores) == cap
+    assert parallelisms.parallelism_cap(parallelism, cores) == cap
     assert parallelism.binding == binding
 
 
 def test_a_stateful_cap_says_the_state_partitions_bind() -> None:
-    parallelism = scaling.Parallelism(input_partitions=2, state_partitions=4)
+    parallelism = parallelisms.Parallelism(input_partitions=2, state_partitions=4)
     decision = scaling.plan_executors(
         POLICY, partitions=parallelism, lag=50_000, history=(), current=None, now=1.0
     )
 
-    assert (decision.desired, decision.cap, decision.cap_by) == (4, 4, scaling.STATE_PARTITIONS)
+    assert (decision.desired, decision.cap, decision.cap_by) == (
+        4,
+        4,
+        parallelisms.STATE_PARTITIONS,
+    )
     assert decision.reason == scaling.CAPPED_BY_PARTITIONS
     assert "4 state partitions keep at most 4 busy" in decision.message
 

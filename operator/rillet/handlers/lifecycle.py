@@ -38,6 +38,41 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     # As `rillet operator run` resolved them (its --namespace wins); the environment otherwise.
     operator = memo.get("operator") or OperatorSettings()
     kafka = KafkaSettings()
+    configure(settings, operator)
+    tune_garbage_collection()
+    syncer = topic_syncer(operator, kafka)
+    writer = ObjectWriter(instance=operator.pod_name)
+    memo.operator = operator
+    memo.syncer = syncer
+    memo.nudger = nudging.Nudger(
+        plural=tables.PLURAL,
+        index=kwargs["table_objects"],
+        build=tables.subject_for,
+        views=indexes.Views.of(kwargs),
+        syncer=syncer,
+        writer=writer,
+    )
+    app_settings = AppSettings()
+    memo.apps, scaler = start_apps(
+        app_settings, kafka, writer, kwargs, namespaced=bool(operator.listed_namespaces)
+    )
+    memo.tasks = start_loops(
+        operator, syncer, writer, scaler, kwargs, scale_seconds=app_settings.scale_seconds
+    )
+    # `rillet operator run` gives one holding kopf's stop flag; elsewhere only the probe tells.
+    memo.supervisor = memo.get("supervisor") or supervision.Supervisor(stop=None)
+    memo.supervisor.watch(memo.tasks)
+    logging.getLogger(__name__).info(
+        "Rillet operator started: Kafka %s, namespaces %s, resync every %ss, Apps scaled every %ss",
+        kafka.bootstrap,
+        ",".join(operator.namespaces) or "all",
+        operator.resync_seconds,
+        app_settings.scale_seconds,
+    )
+
+
+def configure(settings: kopf.OperatorSettings, operator: OperatorSettings) -> None:
+    """kopf's settings: where it keeps its state, what it posts, how it queues."""
     settings.persistence.finalizer = FINALIZER
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="rillet.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -57,9 +92,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     # of a bulk apply (about 200 slots / 5 s). Short idling frees the slot for the next object.
     settings.queueing.idle_timeout = operator.worker_idle_seconds
 
-    tune_garbage_collection()
+
+def topic_syncer(operator: OperatorSettings, kafka: KafkaSettings) -> TopicSyncer:
+    """The syncer of Topics and Tables (not started yet)."""
     # A Kafka client per lane: through one, an apply waited for the resync's requests in flight.
-    syncer = TopicSyncer(
+    return TopicSyncer(
         TopicAdmin(kafka.client_config(), timeout=kafka.request_timeout_seconds, name="events"),
         resync_admin=TopicAdmin(
             kafka.client_config(), timeout=kafka.request_timeout_seconds, name="resync"
@@ -68,29 +105,26 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         linger=operator.batch_linger_seconds,
         queue_size=operator.queue_size,
     )
-    writer = ObjectWriter(instance=operator.pod_name)
-    memo.operator = operator
-    memo.syncer = syncer
-    memo.nudger = nudging.Nudger(
-        plural=tables.PLURAL,
-        index=kwargs["table_objects"],
-        build=tables.subject_for,
-        views=indexes.Views.of(kwargs),
-        syncer=syncer,
-        writer=writer,
-    )
-    app_settings = AppSettings()
-    memo.apps, scaler = start_apps(
-        app_settings, kafka, writer, kwargs, namespaced=bool(operator.listed_namespaces)
-    )
-    memo.tasks = [
+
+
+def start_loops(
+    operator: OperatorSettings,
+    syncer: TopicSyncer,
+    writer: ObjectWriter,
+    scaler: appscaling.AppScaler,
+    indexes_kwargs: dict[str, Any],
+    *,
+    scale_seconds: float,
+) -> list[asyncio.Task[None]]:
+    """The operator-wide loops, started: the topic syncer, the resync, the App scaling."""
+    return [
         asyncio.create_task(syncer.run(), name="rillet-topic-syncer"),
         asyncio.create_task(
             resyncing.resync_forever(
                 interval=operator.resync_seconds,
-                views=indexes.Views.of(kwargs),
+                views=indexes.Views.of(indexes_kwargs),
                 objects={
-                    plural: (kwargs[index_name], build)
+                    plural: (indexes_kwargs[index_name], build)
                     for plural, (index_name, build) in resyncing.KINDS.items()
                 },
                 syncer=syncer,
@@ -98,20 +132,8 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
             ),
             name="rillet-resync",
         ),
-        asyncio.create_task(
-            scaler.run_forever(app_settings.scale_seconds), name="rillet-app-scaling"
-        ),
+        asyncio.create_task(scaler.run_forever(scale_seconds), name="rillet-app-scaling"),
     ]
-    # `rillet operator run` gives one holding kopf's stop flag; elsewhere only the probe tells.
-    memo.supervisor = memo.get("supervisor") or supervision.Supervisor(stop=None)
-    memo.supervisor.watch(memo.tasks)
-    logging.getLogger(__name__).info(
-        "Rillet operator started: Kafka %s, namespaces %s, resync every %ss, Apps scaled every %ss",
-        kafka.bootstrap,
-        ",".join(operator.namespaces) or "all",
-        operator.resync_seconds,
-        app_settings.scale_seconds,
-    )
 
 
 @kopf.on.probe(id="started")

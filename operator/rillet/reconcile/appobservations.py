@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from rillet.api.v1alpha1 import conditions
-from rillet.reconcile import scaling
+from rillet.reconcile import parallelisms
 from rillet.reconcile.appobjects import drivers
 from rillet.reconcile.appstatus import UNSCHEDULABLE, DriverObservation, UnschedulableExecutors
 
@@ -133,7 +133,7 @@ def stream_inputs(
 
 def declared_partitions(inputs: Iterable[StreamInput]) -> int | None:
     """The partitions the inputs' Topics declare; None unless every input declares them."""
-    return scaling.total_partitions(i.declared_partitions for i in inputs)
+    return parallelisms.total_partitions(i.declared_partitions for i in inputs)
 
 
 def copartitioning_problems(
@@ -166,12 +166,12 @@ def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def known_parallelism(status: Mapping[str, Any] | None) -> scaling.Parallelism:
+def known_parallelism(status: Mapping[str, Any] | None) -> parallelisms.Parallelism:
     """What an App's status last said its stages run at once: the input partitions Kafka
     reported and the state partitions its driver reported (None where not said). Partitions
     only grow, so a driver started within these is within today's cap too."""
     status = status or {}
-    return scaling.Parallelism(
+    return parallelisms.Parallelism(
         input_partitions=_count(status.get("partitions")),
         state_partitions=_count(status.get("statePartitions")),
     )

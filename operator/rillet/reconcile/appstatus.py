@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import apps, conditions
-from rillet.reconcile import checkpointloss, scaling, statuses
+from rillet.reconcile import checkpointloss, parallelisms, statuses
 
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
 TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
@@ -123,8 +123,8 @@ class AppObservation:
     executors_desired: int | None = None
     executors_ready: int | None = None
     executors_unschedulable: UnschedulableExecutors | None = None
-    executors_cap: int | None = None  # 0 or None: unknown (scaling.derive_cap)
-    executors_cap_by: str | None = None  # scaling.INPUT_PARTITIONS or STATE_PARTITIONS
+    executors_cap: int | None = None  # 0 or None: unknown (parallelisms.derive_cap)
+    executors_cap_by: str | None = None  # parallelisms.INPUT_PARTITIONS or STATE_PARTITIONS
     # Executors registered with the driver, as it reports them (None: not reported yet).
     executors_registered: int | None = None
     state_partitions: int | None = None  # of its stateful queries, as its driver reported
@@ -315,7 +315,7 @@ def derive_conditions(
 
 def total_partitions(inputs: Iterable[InputObservation]) -> int | None:
     """The partitions of all inputs; None while any is unknown."""
-    return scaling.total_partitions(i.partitions for i in inputs)
+    return parallelisms.total_partitions(i.partitions for i in inputs)
 
 
 def total_lag(inputs: Iterable[InputObservation]) -> int | None:

@@ -20,6 +20,7 @@ from rillet.reconcile import (
     appresolving,
     apprun,
     appstatus,
+    parallelisms,
     scaling,
     statuses,
 )
@@ -148,7 +149,7 @@ def parallelism_of(
     target: Target,
     inputs: tuple[appstatus.InputObservation, ...],
     driver: Mapping[str, Any] | None,
-) -> scaling.Parallelism:
+) -> parallelisms.Parallelism:
     """What the App's stages run at once: the input partitions Kafka reports, else those last
     reported (Kafka unreachable), else those its Topics declare; the state partitions its
     driver reports, else those last reported."""
@@ -159,7 +160,7 @@ def parallelism_of(
         or appobservations.declared_partitions(target.inputs)
     )
     state = appobservations.read_progress(driver).state_partitions or known.state_partitions
-    return scaling.Parallelism(input_partitions=partitions, state_partitions=state)
+    return parallelisms.Parallelism(input_partitions=partitions, state_partitions=state)
 
 
 def observe(
@@ -167,7 +168,7 @@ def observe(
     inputs: tuple[appstatus.InputObservation, ...],
     decision: scaling.ScalingDecision,
     pods: Mapping[PodKey, list[Mapping[str, Any]]],
-    parallelism: scaling.Parallelism | None = None,
+    parallelism: parallelisms.Parallelism | None = None,
 ) -> appstatus.AppObservation:
     """What the scaling pass saw of one App, and what it decided."""
     namespace, name = target.key

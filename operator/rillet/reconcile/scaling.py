@@ -19,7 +19,7 @@ The rule, per decision:
 
 The widest stage: a stateless query has one, its read of the input partitions. A stateful one
 also has the stage after its shuffle, with `spark.sql.shuffle.partitions` tasks, a count Spark
-freezes in the checkpoint at the first start (the driver reports it: `Parallelism`). An input
+freezes in the checkpoint at the first start (the driver reports it: `parallelisms`). An input
 grown past the state's partitions widens the read only: the executors past the state's
 partitions read and pre-aggregate, and sit idle while the state is updated (the status says so).
 While the cap is unknown (Kafka not read yet, nothing known from before) at most
@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from rillet.api.v1alpha1 import appspecs
+from rillet.reconcile import parallelisms
 
 # The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
 # to start (5 to 8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag
@@ -63,10 +64,6 @@ AT_MIN_EXECUTORS: Final = "AtMinExecutors"
 LAG_UNKNOWN: Final = "LagUnknown"
 CAP_UNKNOWN: Final = "PartitionsUnknown"
 
-# What binds the cap (status.executors.capBy): the input's partitions or the state's.
-INPUT_PARTITIONS: Final = "InputPartitions"
-STATE_PARTITIONS: Final = "StatePartitions"
-
 # Executors an App may run while its cap is unknown: one, which no topic has fewer partitions
 # than, rather than minExecutors, which may be more than the topics have (KEDA and Flink's
 # autoscaler likewise never scale a source past a partition count they have not read).
@@ -91,31 +88,6 @@ class Recommendation:
 
     at: float
     executors: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class Parallelism:
-    """The tasks an App's stages run at once: its input partitions (all stream inputs), and for
-    a stateful query its state's partitions (frozen in its checkpoint). None: not known."""
-
-    input_partitions: int | None
-    state_partitions: int | None = None
-
-    @property
-    def widest(self) -> int | None:
-        """Tasks of the widest stage; None while the input partitions are unknown."""
-        if not self.input_partitions:
-            return None
-        return max(self.input_partitions, self.state_partitions or 0)
-
-    @property
-    def binding(self) -> str | None:
-        """Which count sets the widest stage (INPUT_PARTITIONS on a tie); None if unknown."""
-        if not self.input_partitions:
-            return None
-        if (self.state_partitions or 0) > self.input_partitions:
-            return STATE_PARTITIONS
-        return INPUT_PARTITIONS
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,29 +121,6 @@ def policy_for(
         scale_down_window_seconds=scaling.stabilization_window_seconds,
         scale_up_window_seconds=scale_up_window_seconds,
     )
-
-
-def derive_cap(total_partitions: int | None, executor_cores: int) -> int:
-    """The most executors the partitions keep busy: partitions // cores, at least 1.
-
-    0 when the partition count is unknown (None) or 0, meaning "no cap known".
-    """
-    if not total_partitions or total_partitions <= 0:
-        return 0
-    return max(1, total_partitions // executor_cores)
-
-
-def total_partitions(counts: Iterable[int | None]) -> int | None:
-    """The partitions of several topics together; None when there are none or any is unknown."""
-    known = list(counts)
-    if not known or any(count is None for count in known):
-        return None
-    return sum(count or 0 for count in known)
-
-
-def parallelism_cap(parallelism: Parallelism, executor_cores: int) -> int:
-    """The most executors the widest stage keeps busy (derive_cap of its tasks); 0: unknown."""
-    return derive_cap(parallelism.widest, executor_cores)
 
 
 def starting_executors(policy: ScalingPolicy, cap: int) -> int:
@@ -254,7 +203,7 @@ def _trimmed(
 def plan_executors(
     policy: ScalingPolicy,
     *,
-    partitions: int | Parallelism | None,
+    partitions: int | parallelisms.Parallelism | None,
     lag: int | None,
     history: tuple[Recommendation, ...],
     current: int | None,
@@ -262,63 +211,97 @@ def plan_executors(
 ) -> ScalingDecision:
     """The executor count for the App now.
 
-    `partitions`: the App's `Parallelism`, or the total partitions of its stream inputs (None:
-    unknown). `lag`: total records behind (None: unknown; the count then holds). `history`: the
-    previous decision's history (empty after an operator restart). `current`: the count last
-    asked for (status executors.desired), None if never. `now`: seconds on a monotonic clock.
+    `partitions`: the App's `parallelisms.Parallelism`, or the total partitions of its stream
+    inputs (None: unknown). `lag`: total records behind (None: unknown; the count then holds).
+    `history`: the previous decision's history (empty after an operator restart). `current`:
+    the count last asked for (status executors.desired), None if never. `now`: seconds on a
+    monotonic clock.
     """
     parallelism = (
         partitions
-        if isinstance(partitions, Parallelism)
-        else Parallelism(input_partitions=partitions)
+        if isinstance(partitions, parallelisms.Parallelism)
+        else parallelisms.Parallelism(input_partitions=partitions)
     )
-    cap = parallelism_cap(parallelism, policy.executor_cores)
+    cap = parallelisms.parallelism_cap(parallelism, policy.executor_cores)
     bounds = _bounds(policy, cap)
     past = _seeded(history, current, now)
     if lag is None:
-        # Nothing new to go by: hold the count (within today's bounds), record nothing.
-        desired = _clamp(bounds.lower if current is None else current, bounds)
-        reason, message = LAG_UNKNOWN, f"lag not known yet: keeping {desired} executors"
-        newest = None
+        step = _hold(bounds=bounds, current=current)
     elif not cap:
-        # Lag without partitions (not seen together in practice): no count past what is safe.
-        newest = Recommendation(at=now, executors=raw_executors(lag, policy.lag_target))
-        desired = _clamp(newest.executors, bounds)
-        reason = CAP_UNKNOWN
-        message = f"partitions not known yet: at most {bounds.upper} executors until they are"
+        step = _uncapped(policy, bounds=bounds, lag=lag, now=now)
     else:
-        raw = raw_executors(lag, policy.lag_target)
-        newest = Recommendation(at=now, executors=raw)
-        stable = stabilize(policy, newest=raw, past=past, current=current, now=now)
-        desired = _clamp(stable, bounds)
-        if current is not None and _settles(
-            policy, (*past, newest), bounds=bounds, current=current, desired=desired, now=now
-        ):
-            desired = _clamp(current, bounds)
-            reason = SCALE_DOWN_SETTLING
-            message = (
-                f"lag of {lag} records needs {raw} executors at lagTarget {policy.lag_target}; "
-                f"keeping {desired} a few seconds more, for one step down"
-            )
-        else:
-            reason, message = _explain(
-                policy,
-                cap=cap,
-                bounds=bounds,
-                parallelism=parallelism,
-                lag=lag,
-                raw=raw,
-                desired=desired,
-            )
-    history = _trimmed(policy, past, newest, now)
+        step = _follow(
+            policy,
+            bounds=bounds,
+            parallelism=parallelism,
+            cap=cap,
+            past=past,
+            lag=lag,
+            current=current,
+            now=now,
+        )
     return ScalingDecision(
-        desired=desired,
+        desired=step.desired,
         cap=cap,
-        reason=reason,
-        message=message,
-        history=history,
+        reason=step.reason,
+        message=step.message,
+        history=_trimmed(policy, past, step.newest, now),
         cap_by=parallelism.binding,
     )
+
+
+@dataclass(frozen=True)
+class _Step:
+    """A decision short of its history: the count, why, and the recommendation it records."""
+
+    desired: int
+    reason: str
+    message: str
+    newest: Recommendation | None = None
+
+
+def _hold(*, bounds: _Bounds, current: int | None) -> _Step:
+    """Nothing new to go by: hold the count (within today's bounds), record nothing."""
+    desired = _clamp(bounds.lower if current is None else current, bounds)
+    return _Step(desired, LAG_UNKNOWN, f"lag not known yet: keeping {desired} executors")
+
+
+def _uncapped(policy: ScalingPolicy, *, bounds: _Bounds, lag: int, now: float) -> _Step:
+    """Lag without partitions (not seen together in practice): no count past what is safe."""
+    newest = Recommendation(at=now, executors=raw_executors(lag, policy.lag_target))
+    message = f"partitions not known yet: at most {bounds.upper} executors until they are"
+    return _Step(_clamp(newest.executors, bounds), CAP_UNKNOWN, message, newest)
+
+
+def _follow(
+    policy: ScalingPolicy,
+    *,
+    bounds: _Bounds,
+    parallelism: parallelisms.Parallelism,
+    cap: int,
+    past: tuple[Recommendation, ...],
+    lag: int,
+    current: int | None,
+    now: float,
+) -> _Step:
+    """The lag's recommendation, stabilized and bounded; a scale-down that settles waits."""
+    raw = raw_executors(lag, policy.lag_target)
+    newest = Recommendation(at=now, executors=raw)
+    stable = stabilize(policy, newest=raw, past=past, current=current, now=now)
+    desired = _clamp(stable, bounds)
+    if current is not None and _settles(
+        policy, (*past, newest), bounds=bounds, current=current, desired=desired, now=now
+    ):
+        desired = _clamp(current, bounds)
+        message = (
+            f"lag of {lag} records needs {raw} executors at lagTarget {policy.lag_target}; "
+            f"keeping {desired} a few seconds more, for one step down"
+        )
+        return _Step(desired, SCALE_DOWN_SETTLING, message, newest)
+    reason, message = _explain(
+        policy, cap=cap, bounds=bounds, parallelism=parallelism, lag=lag, raw=raw, desired=desired
+    )
+    return _Step(desired, reason, message, newest)
 
 
 def _settles(
@@ -351,7 +334,7 @@ def _explain(
     *,
     cap: int,
     bounds: _Bounds,
-    parallelism: Parallelism,
+    parallelism: parallelisms.Parallelism,
     lag: int,
     raw: int,
     desired: int,
@@ -365,7 +348,7 @@ def _explain(
     if desired < wanted:
         window = policy.scale_up_window_seconds
         return SCALE_UP_STABILIZING, f"{needs}; {desired} until wanted for {window:g}s"
-    by_partitions = f"{needs}; {_widest_phrase(parallelism)} keep at most {cap} busy"
+    by_partitions = f"{needs}; {parallelisms.widest_phrase(parallelism)} keep at most {cap} busy"
     if raw > bounds.upper:
         if cap and cap < policy.max_executors:
             return CAPPED_BY_PARTITIONS, f"{by_partitions} at {policy.executor_cores} cores each"
@@ -375,13 +358,6 @@ def _explain(
             return CAPPED_BY_PARTITIONS, f"{by_partitions}, below minExecutors"
         return AT_MIN_EXECUTORS, f"{needs}; minExecutors is {policy.min_executors}"
     return LAG_ABOVE_PER_EXECUTOR_TARGET, needs
-
-
-def _widest_phrase(parallelism: Parallelism) -> str:
-    """ "6 partitions", or "2 state partitions" when the state's partitions set the widest stage."""
-    if parallelism.binding == STATE_PARTITIONS:
-        return f"{parallelism.state_partitions} state partitions"
-    return f"{parallelism.input_partitions} partitions"
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, scaling
+from rillet.reconcile import apprun, parallelisms
 from rillet.reconcile.appobjects import contexts, credentials, drivers, rbac, sparkconfs
 
 
@@ -42,7 +42,7 @@ def build_app_objects(
     run_spec: apprun.RunSpec,
     env: contexts.AppEnvironment,
     *,
-    parallelism: scaling.Parallelism | None = None,
+    parallelism: parallelisms.Parallelism | None = None,
 ) -> AppObjects:
     """The objects of `app` (metadata.name, namespace via the run spec, and uid required).
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, scaling
+from rillet.reconcile import apprun, parallelisms, scaling
 
 # Where the ConfigMap `<app>-run` is mounted, and its keys.
 CONFIG_DIR: Final = "/etc/rillet"
@@ -71,7 +71,7 @@ class AppContext:
     # What the App's stages are known to run at once (partitions Kafka last reported, the
     # state's partitions its driver last reported), which bounds the executors a driver starts
     # with; None: only what the Topics declare is known.
-    parallelism: scaling.Parallelism | None = None
+    parallelism: parallelisms.Parallelism | None = None
 
     @property
     def name(self) -> str:
@@ -104,7 +104,7 @@ class AppContext:
             known = dataclasses.replace(known, input_partitions=declared.input_partitions)
         policy = scaling.policy_for(self.spec.scaling)
         return scaling.starting_executors(
-            policy, scaling.parallelism_cap(known, policy.executor_cores)
+            policy, parallelisms.parallelism_cap(known, policy.executor_cores)
         )
 
     @property
@@ -143,10 +143,10 @@ def checkpoint_location(app: apps.App) -> str:
     return CHECKPOINT_DIR + posixpath.normpath("/" + path.lstrip("/")).rstrip("/")
 
 
-def declared_parallelism(run_spec: apprun.RunSpec) -> scaling.Parallelism:
+def declared_parallelism(run_spec: apprun.RunSpec) -> parallelisms.Parallelism:
     """The input partitions the App's Topics declare (unknown if an input's are not declared)."""
-    partitions = scaling.total_partitions(i.partitions for i in run_spec.stream_inputs)
-    return scaling.Parallelism(input_partitions=partitions)
+    partitions = parallelisms.total_partitions(i.partitions for i in run_spec.stream_inputs)
+    return parallelisms.Parallelism(input_partitions=partitions)
 
 
 def build_context(
@@ -154,7 +154,7 @@ def build_context(
     run_spec: apprun.RunSpec,
     env: AppEnvironment,
     *,
-    parallelism: scaling.Parallelism | None = None,
+    parallelism: parallelisms.Parallelism | None = None,
 ) -> AppContext:
     """The context of one App; its run spec's checkpoint location is where the driver keeps it.
 
