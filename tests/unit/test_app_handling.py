@@ -7,14 +7,16 @@ Test plan:
   refuses (a Table input without a schema) and one the model refuses are InvalidSpec, in one
   line, never an exception;
 - the observation after a reconcile keeps the scaling loop's figures, for inputs still in the
-  spec; a suspended App has none;
+  spec; a suspended App has none; its report lists the Events in order (Kafka access, the driver,
+  the standing), and a second one with nothing new writes and posts nothing;
 - Events: one when the standing's reason changes, one when a stalled App's message changes,
   none for a running App's changing figures; what applying did to the driver; what
   provisioning the App's Kafka principal changed, if anything;
 - the scaling loop takes settled, unsuspended Apps not held back by their spec; it reconciles
   settled Apps held back by their spec; an Event only when the count changes; pods grouped by
   namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App;
-  a pass observes each input's partitions and lag (unknown where Kafka told nothing), the
+  a pass decides, reports the count it decided (with its Event) and keeps the decision's
+  history; it observes each input's partitions and lag (unknown where Kafka told nothing), the
   driver pod with its progress, and the Running executors; without Kafka, the cap is the one
   the status last gave, else the Topics' declared one, and neither the decision nor a new
   driver's initial executors pass it;
@@ -28,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,6 +60,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 ENV = AppEnvironment(kafka_bootstrap="kafka:9092")
 NAMESPACE = "team"
 UID = "7d3c0a8e-0000-4000-8000-000000000001"
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
 
 
@@ -193,6 +197,31 @@ def test_events_follow_changes_of_standing_not_of_figures() -> None:
     )
 
 
+def test_a_reconcile_reports_its_status_and_its_events_once() -> None:
+    found = _wordcount()
+    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    granted = appnotes.granted_notes("team.wordcount", ("allowed READ on sentences",))
+    first = appobserving.derive_report(
+        found["App"],
+        resolution,
+        driver_pod=None,
+        executor_pods=[],
+        granted=granted,
+        applied=applying.Applied(created=True),
+        at=NOW,
+    )
+    observation = appobserving.observe(found["App"], resolution, driver_pod=None, executor_pods=[])
+    standing = appstatus.derive_standing(observation).verdict.reason
+    assert [n.reason for n in first.notes] == ["KafkaAccessGranted", "DriverCreated", standing]
+    assert first.status_patch["observedGeneration"] == 1
+    assert first.verdict is None
+    found["App"]["status"] = first.status_patch
+    again = appobserving.derive_report(
+        found["App"], resolution, driver_pod=None, executor_pods=[], at=NOW
+    )
+    assert again == notes.Report({})
+
+
 def test_events_say_what_applying_did_to_the_driver() -> None:
     assert appnotes.applied_notes("clicks", None) == ()
     assert appnotes.applied_notes("clicks", applying.Applied()) == ()
@@ -315,6 +344,26 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
     assert (observation.executors_cap, observation.rows_per_second) == (3, 12.5)
     alone = apptargets.observe(target, inputs, decision, {})
     assert (alone.driver, alone.executors_ready) == (None, 0)
+
+
+def test_a_scaling_pass_decides_reports_and_keeps_its_history() -> None:
+    found = _wordcount()
+    found["App"]["status"] = {"observedGeneration": 1, "executors": {"desired": 1}}
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=4000)}
+    decision = scaling.plan_executors(
+        apptargets.policy_of(found["App"]["spec"]),
+        partitions=parallelisms.Parallelism(input_partitions=3),
+        lag=4000,
+        history=(),
+        current=1,
+        now=100.0,
+    )
+    scaled = apptargets.derive_pass(target, lags, {}, history=(), now=100.0, at=NOW)
+    assert scaled.history == decision.history
+    assert scaled.report.status_patch["executors"]["desired"] == decision.desired
+    assert decision.desired > 1  # a lag of 4000 asks for more than the one executor asked for
+    assert scaled.report.notes[0] == appnotes.scale_note(1, decision)[0]
 
 
 def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one() -> None:

@@ -11,8 +11,8 @@ This module does the I/O; the decisions are pure, in `rillet.reconcile`:
 - Provision the App's Kafka principal, when those are on (`appaccess`), then apply the objects
   (`k8s.applying`), only when all of that holds; otherwise whatever runs keeps running (a Topic
   briefly not Ready stops nothing).
-- Observe the driver pod and the executor pods (`appobserving.observe`, which keeps the scaling
-  loop's figures), derive the status (`appstatus`) and the Events (`appnotes`).
+- Observe the driver pod and the executor pods; the status and the Events follow from them
+  (`appobserving.derive_report`, which keeps the scaling loop's figures as they are).
 """
 
 from __future__ import annotations
@@ -24,15 +24,7 @@ from typing import Any
 
 from rillet.handlers import appaccess, indexes
 from rillet.k8s import applying
-from rillet.reconcile import (
-    appnotes,
-    appobjects,
-    appobserving,
-    appresolving,
-    appstatus,
-    notes,
-    statuses,
-)
+from rillet.reconcile import appnotes, appobjects, appobserving, appresolving, notes
 
 
 @dataclass(frozen=True)
@@ -79,14 +71,12 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
     executor_pods: list[dict[str, Any]] = []
     if resolution.objects is not None:
         driver_pod, executor_pods = await _observe_pods(deps.kube, namespace, name)
-    observation = appobserving.observe(
-        body, resolution, driver_pod=driver_pod, executor_pods=executor_pods
+    return appobserving.derive_report(
+        body,
+        resolution,
+        driver_pod=driver_pod,
+        executor_pods=executor_pods,
+        granted=granted,
+        applied=applied,
+        at=datetime.now(UTC),
     )
-    previous = body.get("status") or {}
-    status = appstatus.app_status(observation, previous=previous, now=datetime.now(UTC))
-    posted = (
-        granted
-        + appnotes.applied_notes(name, applied)
-        + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
-    )
-    return notes.Report(statuses.merge_patch(previous, status), posted)

@@ -37,7 +37,7 @@ from rillet.handlers import appreconciling
 from rillet.k8s import applying
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.lag import LagReader, TopicLag
-from rillet.reconcile import appnotes, appstatus, apptargets, notes, scaling, statuses
+from rillet.reconcile import appstatus, apptargets, notes, scaling
 
 log = logging.getLogger(__name__)
 
@@ -146,27 +146,17 @@ class AppScaler:
         lags: Mapping[tuple[str, str], TopicLag],
         pods: Mapping[apptargets.PodKey, list[Mapping[str, Any]]],
     ) -> None:
-        body = target.body
-        uid, previous = str(body["metadata"]["uid"]), body.get("status") or {}
-        inputs = apptargets.observe_inputs(target, lags)
-        before = (previous.get("executors") or {}).get("desired")
-        parallelism = apptargets.parallelism_of(target, inputs, apptargets.driver_pod(target, pods))
-        decision = scaling.plan_executors(
-            apptargets.policy_of(body.get("spec") or {}),
-            partitions=parallelism,
-            lag=appstatus.total_lag(inputs),
+        uid = str(target.body["metadata"]["uid"])
+        scaled = apptargets.derive_pass(
+            target,
+            lags,
+            pods,
             history=self._history.get(uid, ()),
-            current=before,
             now=self._clock(),
+            at=datetime.now(UTC),
         )
-        self._history[uid] = decision.history
-        observation = apptargets.observe(target, inputs, decision, pods, parallelism)
-        status = appstatus.app_status(observation, previous=previous, now=datetime.now(UTC))
-        posted = appnotes.scale_note(before, decision) + appnotes.standing_notes(
-            previous, appstatus.derive_standing(observation)
-        )
-        patch = statuses.merge_patch(previous, status)
-        await self._write(body, notes.Report(patch, posted))
+        self._history[uid] = scaled.history
+        await self._write(target.body, scaled.report)
 
     async def _write(self, body: Mapping[str, Any], report: notes.Report) -> None:
         meta = body["metadata"]

@@ -1,5 +1,5 @@
 """Pure: the observation of an App after a reconcile, from what resolving it concluded and
-its pods.
+its pods, and the report (status patch, Events) that follows from it.
 
 The scaling figures (executors desired and cap, inputs, lag) are the scaling loop's
 (`apptargets`): a reconcile keeps them as its status last had them, for inputs still in the
@@ -9,9 +9,10 @@ spec, so the two never undo each other's work.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from rillet.reconcile import appobservations, appresolving, appstatus
+from rillet.reconcile import appnotes, appobservations, appresolving, appstatus, notes, statuses
 
 
 def _carried_inputs(
@@ -63,3 +64,27 @@ def observe(
         last_batch_time=progress.last_batch_time,
         rows_per_second=progress.rows_per_second,
     )
+
+
+def derive_report(
+    body: Mapping[str, Any],
+    resolution: appresolving.Resolution,
+    *,
+    driver_pod: Mapping[str, Any] | None,
+    executor_pods: list[dict[str, Any]],
+    granted: tuple[notes.Note, ...] = (),
+    applied: appnotes.Applied | None = None,
+    at: datetime,
+) -> notes.Report:
+    """What a reconcile concluded: the App's status patch, and its Events (what provisioning
+    its Kafka principal changed, `granted`; what applying did; a new standing)."""
+    observation = observe(body, resolution, driver_pod=driver_pod, executor_pods=executor_pods)
+    previous = body.get("status") or {}
+    status = appstatus.app_status(observation, previous=previous, now=at)
+    name = str(body["metadata"]["name"])
+    posted = (
+        granted
+        + appnotes.applied_notes(name, applied)
+        + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
+    )
+    return notes.Report(statuses.merge_patch(previous, status), posted)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, Protocol
 
 from rillet.api.v1alpha1 import appspecs
@@ -20,6 +21,7 @@ from rillet.reconcile import (
     appresolving,
     apprun,
     appstatus,
+    notes,
     parallelisms,
     scaling,
     statuses,
@@ -189,3 +191,43 @@ def observe(
         last_batch_time=progress.last_batch_time,
         rows_per_second=progress.rows_per_second,
     )
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What a scaling pass concluded about one App, and the history for its next pass."""
+
+    report: notes.Report
+    history: tuple[scaling.Recommendation, ...]
+
+
+def derive_pass(
+    target: Target,
+    lags: Mapping[tuple[str, str], Lag],
+    pods: Mapping[PodKey, list[Mapping[str, Any]]],
+    *,
+    history: tuple[scaling.Recommendation, ...],
+    now: float,
+    at: datetime,
+) -> Pass:
+    """One App's pass: its inputs and pods observed, its executors decided, its status and
+    Events derived. `now`: the scaling decision's monotonic clock; `at`: the status's time."""
+    body = target.body
+    previous = body.get("status") or {}
+    inputs = observe_inputs(target, lags)
+    before = (previous.get("executors") or {}).get("desired")
+    parallelism = parallelism_of(target, inputs, driver_pod(target, pods))
+    decision = scaling.plan_executors(
+        policy_of(body.get("spec") or {}),
+        partitions=parallelism,
+        lag=appstatus.total_lag(inputs),
+        history=history,
+        current=before,
+        now=now,
+    )
+    observation = observe(target, inputs, decision, pods, parallelism)
+    status = appstatus.app_status(observation, previous=previous, now=at)
+    posted = appnotes.scale_note(before, decision) + appnotes.standing_notes(
+        previous, appstatus.derive_standing(observation)
+    )
+    return Pass(notes.Report(statuses.merge_patch(previous, status), posted), decision.history)
