@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import pydantic
 
 from rillet.api.v1alpha1 import apps, objects, tables, topics
 from rillet.reconcile import appobjects, appobservations, apprun, kafkaaccess
 from rillet.settings import AppSettings, KafkaSettings
+
+TopicOrTable = TypeVar("TopicOrTable", topics.Topic, tables.Table)
 
 
 class ObjectViews(Protocol):
@@ -111,24 +113,17 @@ def _parse_app(body: Mapping[str, Any]) -> apps.App:
     )
 
 
-def _topic(body: Mapping[str, Any], views: ObjectViews) -> topics.Topic:
-    """A Topic model whose topicName is its Kafka name (prefixed, when the operator prefixes)."""
+def _with_kafka_name(
+    model: type[TopicOrTable], kind: str, body: Mapping[str, Any], views: ObjectViews
+) -> TopicOrTable:
+    """A Topic or Table model whose topicName is its Kafka name (prefixed, when the operator
+    prefixes)."""
     meta, spec = body["metadata"], dict(body.get("spec") or {})
-    topic = topics.Topic.model_validate(
+    found = model.model_validate(
         {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "spec": spec}
     )
-    kafka = views.kafka_name("Topic", meta["name"], meta["namespace"], spec)
-    return topic.model_copy(update={"spec": topic.spec.model_copy(update={"topic_name": kafka})})
-
-
-def _table(body: Mapping[str, Any], views: ObjectViews) -> tables.Table:
-    """A Table model whose topicName is its Kafka name (prefixed, when the operator prefixes)."""
-    meta, spec = body["metadata"], dict(body.get("spec") or {})
-    table = tables.Table.model_validate(
-        {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "spec": spec}
-    )
-    kafka = views.kafka_name("Table", meta["name"], meta["namespace"], spec)
-    return table.model_copy(update={"spec": table.spec.model_copy(update={"topic_name": kafka})})
+    kafka = views.kafka_name(kind, meta["name"], meta["namespace"], spec)
+    return found.model_copy(update={"spec": found.spec.model_copy(update={"topic_name": kafka})})
 
 
 def _table_partitions(body: Mapping[str, Any]) -> int | None:
@@ -160,10 +155,14 @@ def _run_spec(
     return apprun.build_run_spec(
         app,
         topics_by_name={
-            name: _topic(b, views) for (kind, name), b in found.items() if kind == "Topic"
+            name: _with_kafka_name(topics.Topic, kind, b, views)
+            for (kind, name), b in found.items()
+            if kind == "Topic"
         },
         tables_by_name={
-            name: _table(b, views) for (kind, name), b in found.items() if kind == "Table"
+            name: _with_kafka_name(tables.Table, kind, b, views)
+            for (kind, name), b in found.items()
+            if kind == "Table"
         },
         bootstrap_servers=env.kafka_bootstrap,
         checkpoint_location=appobjects.checkpoint_location(app),
