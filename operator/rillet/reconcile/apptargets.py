@@ -1,10 +1,10 @@
-"""Pure: the scaling loop's view of one App (`handlers.appscaling`), short of deciding.
+"""Pure: the scaling loop's pass over one App (`handlers.appscaling`), from what it read.
 
 Which Apps a pass scales (settled, not suspended, not held back by their spec or references)
-and which it reconciles again instead; each scaled App's stream inputs and consumer group, its
-pods, its inputs' partitions and lag, what its stages run at once, and the observation of the
-pass once `scaling.plan_executors` decided. The pass reads Kafka and the pods; this module only
-sorts and combines what it read.
+and which it reconciles again instead; each scaled App's target (stream inputs and consumer
+group), its pods, its inputs' partitions and lag, what its stages run at once, and what the pass
+concludes (`derive_pass`): the decision of `scaling.plan_executors`, the status and the Events.
+The pass reads Kafka and the pods and keeps the history; this module only combines what it read.
 """
 
 from __future__ import annotations
