@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from rillet.api.v1alpha1 import appspecs
+from rillet.api.v1alpha1 import appresources
 from rillet.handlers import appreconciling, indexes
 from rillet.handlers.resyncing import is_due
 from rillet.k8s import applying
@@ -102,7 +102,7 @@ def target_of(body: Mapping[str, Any], views: indexes.AppViews) -> Target:
 
 def policy_of(spec: Mapping[str, Any]) -> scaling.ScalingPolicy:
     """The App's scaling policy (spec.scaling as the apiserver defaulted it)."""
-    return scaling.policy_for(appspecs.Scaling.model_validate(spec.get("scaling") or {}))
+    return scaling.policy_for(appresources.Scaling.model_validate(spec.get("scaling") or {}))
 
 
 def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[str, Any]]]:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rillet.api.v1alpha1 import appspecs
+from rillet.api.v1alpha1 import appresources
 
 # The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
 # to start (5 to 8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag
@@ -135,7 +135,7 @@ class ScalingDecision:
 
 
 def policy_for(
-    scaling: appspecs.Scaling,
+    scaling: appresources.Scaling,
     *,
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
 ) -> ScalingPolicy:

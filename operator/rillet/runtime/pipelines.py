@@ -6,7 +6,7 @@ the result. An output's `from` names a view (an input or one the statements made
 Python: `module:function` is imported and called as `function(spark, inputs)`, with the
 SparkSession and a dict of the input DataFrames by input name (the same DataFrames the views
 show). It returns a DataFrame (the result), or a dict of DataFrames by result name, which an
-output's `from` names. This is the contract `apps.PythonPipeline` documents.
+output's `from` names. This is the contract `appflows.PythonPipeline` documents.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Kafka records to rows and rows to records, as Spark SQL expressions (pure).
 
-Reading: a topic input becomes a view whose columns depend on its format (`apps.Input`): json
+Reading: a topic input becomes a view whose columns depend on its format (`appflows.Input`): json
 gives the columns of its schema, string and bytes give `key` and `value`; every view also has
 `timestamp`, `partition` and `offset` (a schema column of the same name wins). A json value that
 does not parse, or does not fit the schema, is a bad record: it gets an error kind
