@@ -73,12 +73,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
 from rillet.api.v1alpha1 import apps, objects, topics
-from rillet.devstack import stack as devstack
-from rillet.devstack import tools
-from rillet.devstack.operating import OperatorProcess
 from rillet.kafka.lag import LagReader
 from rillet.reconcile import appobjects, apprun, naming, scaling
 from rillet.reconcile.appobjects import contexts, sparkconfs
+from rillet_devstack import stack as devstack
+from rillet_devstack import tools
+from rillet_devstack.operating import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "rillet.io", "v1alpha1"

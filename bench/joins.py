@@ -35,10 +35,10 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import spark as devspark
-from rillet.devstack import stack as devstack
 from rillet.reconcile import apprun
 from rillet.runtime import commands, driving, progress, watermarks
+from rillet_devstack import spark as devspark
+from rillet_devstack import stack as devstack
 
 SIZES = (10_000, 1_000_000)
 PARTITIONS = 6

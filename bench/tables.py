@@ -36,8 +36,8 @@ import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import processes
-from rillet.devstack import stack as devstack
+from rillet_devstack import processes
+from rillet_devstack import stack as devstack
 
 KEYS = 1_000_000
 PARTITIONS = 6

@@ -29,8 +29,8 @@ import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
-from rillet.devstack import stack as devstack
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import stack as devstack
+from rillet_devstack.operating import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE_RUNS = 50

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from rillet.devstack import stack as devstack
+from rillet_devstack import stack as devstack
 from tests import hostsnapshot
 
 TESTS = Path(__file__).parent

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet.devstack import hostcleanup, node, paths
-from rillet.devstack import stack as devstack
+from rillet_devstack import hostcleanup, node, paths
+from rillet_devstack import stack as devstack
 from tests.integration import isolation
 
 # Every process a test starts inherits it (with the test session's id).

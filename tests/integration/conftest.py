@@ -31,11 +31,11 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet.devstack import hostcleanup, processes, provisioning, tools
-from rillet.devstack import node as devnode
-from rillet.devstack import stack as devstack
-from rillet.devstack.kafka import KafkaCluster
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import hostcleanup, processes, provisioning, tools
+from rillet_devstack import node as devnode
+from rillet_devstack import stack as devstack
+from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.operating import OperatorProcess
 from tests import conftest as shared
 from tests import hostsnapshot
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rillet.devstack import provisioning, toolchain
-from rillet.devstack.commands import run_logged
+from rillet_devstack import provisioning, toolchain
+from rillet_devstack.commands import run_logged
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests" / "gitopshealth"

@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rillet.devstack import hostcleanup, node, packages, pki
+from rillet_devstack import hostcleanup, node, packages, pki
 
 LAYOUT = node.NodeLayout(Path("/state/node"))
 

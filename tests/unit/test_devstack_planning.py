@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rillet.devstack import provisioning, toolchain
-from rillet.devstack.commands import CommandFailedError, run_logged
-from rillet.devstack.controlplane import build_kubeconfig
-from rillet.devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
+from rillet_devstack import provisioning, toolchain
+from rillet_devstack.commands import CommandFailedError, run_logged
+from rillet_devstack.controlplane import build_kubeconfig
+from rillet_devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
 
 
 def test_missing_tools_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from rillet.devstack import images, provisioning, versions
 from rillet.runtime import jvm
+from rillet_devstack import images, provisioning, versions
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR = (REPO / "images/operator/Dockerfile").read_text()

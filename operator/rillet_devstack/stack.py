@@ -1,6 +1,6 @@
 """The whole local stack: provision what is missing, start it, find it again, stop it.
 
-By default the stack has a worker node (`rillet.devstack.node`): pods run, from the project's own
+By default the stack has a worker node (`rillet_devstack.node`): pods run, from the project's own
 images built from its Dockerfiles. `node=False` gives the control plane and Kafka alone, on
 loopback, where pods stay Pending.
 
@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
-from rillet.devstack import (
+from rillet_devstack import (
     controlplane,
     hostcleanup,
     images,
@@ -36,12 +36,12 @@ from rillet.devstack import (
     toolchain,
     versions,
 )
-from rillet.devstack.controlplane import ControlPlaneLayout
-from rillet.devstack.kafka import KafkaCluster, KafkaSecurity, secure
-from rillet.devstack.processes import ProcessRecord
+from rillet_devstack.controlplane import ControlPlaneLayout
+from rillet_devstack.kafka import KafkaCluster, KafkaSecurity, secure
+from rillet_devstack.processes import ProcessRecord
 
-# The repository this stack builds images from (an editable install: operator/rillet/devstack).
-REPOSITORY = Path(__file__).resolve().parents[3]
+# The repository this stack builds images from (an editable install: operator/rillet_devstack).
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 Reporter = Callable[[str], AbstractContextManager[provisioning.Progress | None]]
 """Reports a step by name; inside it, the step may report how far it got (a long build)."""

@@ -35,14 +35,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from rillet.devstack import paths, versions
-from rillet.devstack.commands import CommandFailedError, run_logged
+from rillet_devstack import paths, versions
+from rillet_devstack.commands import CommandFailedError, run_logged
 
 if TYPE_CHECKING:
     # Only the type: stack imports this module, so a runtime import would be circular.
-    from rillet.devstack.stack import Reporter
+    from rillet_devstack.stack import Reporter
 
-REPOSITORY = Path(__file__).resolve().parents[3]
+REPOSITORY = Path(__file__).resolve().parents[2]
 PAUSE_SOURCE = REPOSITORY / "images" / "pause" / "pause.c"
 PROJECT_IMAGES = ("operator", "runtime")
 PROJECT_REPOSITORY = "localhost/rillet"
@@ -546,12 +546,17 @@ def _source_files(root: Path, folder: Path) -> Iterator[Path]:
             yield path
 
 
+# The package the images install, all of operator/ their build context holds (setuptools finds
+# the packages there): the development stack beside it is no input, and in no image.
+PRODUCT_SOURCES = Path("operator") / "rillet"
+
+
 def image_inputs(repo_root: Path, name: str) -> dict[str, bytes]:
     """Every file of the repository a project image's build context offers, by relative path:
-    pyproject.toml, README.md, the sources under operator/, the image's own folder under images/
-    and the files shared by all images (images/*)."""
+    pyproject.toml, README.md, the product's sources (PRODUCT_SOURCES), the image's own folder
+    under images/ and the files shared by all images (images/*)."""
     files = [repo_root / "pyproject.toml", repo_root / "README.md"]
-    files += _source_files(repo_root, repo_root / "operator")
+    files += _source_files(repo_root, repo_root / PRODUCT_SOURCES)
     files += _source_files(repo_root, repo_root / "images" / name)
     files += sorted(p for p in (repo_root / "images").iterdir() if p.is_file())
     return {path.relative_to(repo_root).as_posix(): path.read_bytes() for path in files}

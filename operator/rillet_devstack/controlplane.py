@@ -1,6 +1,6 @@
 """The Kubernetes control plane of the local stack: etcd, kube-apiserver, kube-controller-manager.
 
-With a worker node (`rillet.devstack.node`), the apiserver serves on the node address pods can
+With a worker node (`rillet_devstack.node`), the apiserver serves on the node address pods can
 route to, authorizes kubelets (Node authorizer, NodeRestriction) and reaches them with a client
 certificate; every default controller runs. Without one, pods are created as objects and stay
 Pending, which is enough to check what the operator and Spark ask Kubernetes for. RBAC is on;
@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import yaml
 
-from rillet.devstack import pki as pki_module
-from rillet.devstack import processes
-from rillet.devstack.processes import ProcessRecord
+from rillet_devstack import pki as pki_module
+from rillet_devstack import processes
+from rillet_devstack.processes import ProcessRecord
 
 SERVICE_CIDR = "10.0.0.0/24"
 # Controllers the stack needs: garbage collection, namespace deletion, workloads producing pods,

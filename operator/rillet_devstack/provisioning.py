@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rillet.devstack import paths, versions
-from rillet.devstack.commands import run_logged
 from rillet.runtime.jvm import JAR, SOURCES
+from rillet_devstack import paths, versions
+from rillet_devstack.commands import run_logged
 
 COMPLETE_MARKER = ".complete"
 

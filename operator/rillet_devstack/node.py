@@ -6,7 +6,7 @@ records it working on these machines. Pods reach the host on `NODE_ADDRESS`, an 
 otherwise empty bridge (the kernel here has no `dummy` link type): the apiserver and Kafka listen
 there, and so does CoreDNS, which is the cluster DNS kubelet hands to pods. The `build_*`
 functions are pure (configuration as text or objects); `start_*` start one component each and
-return once it serves. Teardown is `rillet.devstack.hostcleanup`'s; containerd's image store
+return once it serves. Teardown is `rillet_devstack.hostcleanup`'s; containerd's image store
 alone outlives it (`release_image_store`, `empty_state_dir`).
 """
 
@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from rillet.devstack import pki as pki_module
-from rillet.devstack import processes
-from rillet.devstack.controlplane import ControlPlaneLayout, build_kubeconfig
-from rillet.devstack.processes import ProcessRecord
+from rillet_devstack import pki as pki_module
+from rillet_devstack import processes
+from rillet_devstack.controlplane import ControlPlaneLayout, build_kubeconfig
+from rillet_devstack.processes import ProcessRecord
 
 NODE_NAME = "rillet-node"
 NODE_ADDRESS = "10.99.0.1"
@@ -620,7 +620,7 @@ def too_little_disk(path: Path, *, minimum: int = MIN_FREE_DISK_BYTES) -> str | 
 
 def can_run_node() -> str | None:
     """Why this machine cannot run the node, or None when it can (its Debian packages are
-    installed by `rillet.devstack.packages` when missing)."""
+    installed by `rillet_devstack.packages` when missing)."""
     if not sys.platform.startswith("linux"):
         return "a worker node needs Linux"
     if os.geteuid() != 0:
