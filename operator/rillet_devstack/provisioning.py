@@ -27,17 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rillet.runtime.jvm import JAR, SOURCES
-from rillet_devstack import paths, versions
+from rillet_devstack import paths, reporting, versions
 from rillet_devstack.commands import run_logged
 
 COMPLETE_MARKER = ".complete"
-
-Progress = Callable[[str], None]
-"""Receives a one-line description of how far a build has got, each time that changes."""
-
-
-def no_progress(_: str) -> None:
-    """A progress callback that shows nothing."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +40,9 @@ class Artefact:
     name: str
     version: str
     tools: tuple[str, ...]
-    build: Callable[[Path, Path, Progress], None]  # (scratch dir, target dir, progress) -> None
+    build: Callable[
+        [Path, Path, reporting.Progress], None
+    ]  # (scratch dir, target dir, progress) -> None
     # How many versions to keep, the one in use and those used last (0: all). For artefacts
     # whose version is a machine's state rather than a release: each checkout makes its own.
     keep: int = 0
@@ -71,7 +66,7 @@ def tools_for(artefacts: Iterable[Artefact]) -> set[str]:
     return {tool for artefact in artefacts for tool in artefact.tools}
 
 
-def provision(artefact: Artefact, progress: Progress = no_progress) -> Path:
+def provision(artefact: Artefact, progress: reporting.Progress = reporting.no_progress) -> Path:
     """Build the artefact unless cached, reporting how far it got; return its directory."""
     if artefact.present:
         if artefact.keep:  # marked as used: `keep` prunes the versions used least lately
@@ -175,7 +170,7 @@ class _GoCommands:
 
     cwd: Path
     log: Path
-    progress: Progress
+    progress: reporting.Progress
     env: dict[str, str] = field(default_factory=lambda: dict(GO_ENV))
     tracker: GoProgress = field(default_factory=GoProgress)
 
@@ -197,7 +192,7 @@ def _go_wrapper_module(scratch: Path, log: Path) -> Path:
 
 
 def _build_kubernetes_commands(
-    scratch: Path, target: Path, progress: Progress, commands: Sequence[str]
+    scratch: Path, target: Path, progress: reporting.Progress, commands: Sequence[str]
 ) -> None:
     """Build `k8s.io/kubernetes/cmd/<command>` for each command, at the pinned release.
 
@@ -234,14 +229,14 @@ def _build_kubernetes_commands(
     go.run("build", "-v", "-trimpath", "-ldflags", ldflags, "-o", f"{target}/", *packages)
 
 
-def build_kubernetes(scratch: Path, target: Path, progress: Progress) -> None:
+def build_kubernetes(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """The control plane: kube-apiserver and kube-controller-manager."""
     _build_kubernetes_commands(
         scratch, target, progress, ("kube-apiserver", "kube-controller-manager")
     )
 
 
-def build_kubernetes_node(scratch: Path, target: Path, progress: Progress) -> None:
+def build_kubernetes_node(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """A worker node's components and the matching client: kubelet, kube-scheduler, kube-proxy
     and kubectl (k8s.io/kubernetes/cmd/kubectl, a thin main over k8s.io/kubectl)."""
     _build_kubernetes_commands(
@@ -249,7 +244,7 @@ def build_kubernetes_node(scratch: Path, target: Path, progress: Progress) -> No
     )
 
 
-def build_etcd(scratch: Path, target: Path, progress: Progress) -> None:
+def build_etcd(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """etcd's server from go.etcd.io/etcd/server/v3 (its main package), through a wrapper module.
 
     The etcd module replaces its sibling modules with local paths; a wrapper module that requires
@@ -262,7 +257,7 @@ def build_etcd(scratch: Path, target: Path, progress: Progress) -> None:
     go.run("build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", target / "etcd", package)
 
 
-def _go_install(target: Path, progress: Progress, package: str, ldflags: str) -> None:
+def _go_install(target: Path, progress: reporting.Progress, package: str, ldflags: str) -> None:
     """`go install package@version` into `target`.
 
     Only for modules without replace directives: go install refuses a module that has any (so a
@@ -283,13 +278,13 @@ def helm_ldflags(helm_version: str, kubernetes_version: str) -> str:
     return " ".join(flags)
 
 
-def build_helm(scratch: Path, target: Path, progress: Progress) -> None:
+def build_helm(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """The helm CLI, `go install`ed at the pinned release (helm has no replace directives)."""
     ldflags = f"-s -w {helm_ldflags(versions.HELM, versions.KUBERNETES)}"
     _go_install(target, progress, f"helm.sh/helm/v3/cmd/helm@v{versions.HELM}", ldflags)
 
 
-def build_coredns(scratch: Path, target: Path, progress: Progress) -> None:
+def build_coredns(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """CoreDNS (the main package at the root of github.com/coredns/coredns), default plugins.
 
     Its go.mod has no replace directives, so it is `go install`ed as released. Its version is a
@@ -299,7 +294,7 @@ def build_coredns(scratch: Path, target: Path, progress: Progress) -> None:
     _go_install(target, progress, package, "-s -w")
 
 
-def build_local_path_provisioner(scratch: Path, target: Path, progress: Progress) -> None:
+def build_local_path_provisioner(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Rancher's local-path provisioner (the main package at its module root).
 
     Its go.mod has no replace directives (checked for the pinned release; it vendors its
@@ -353,7 +348,7 @@ def _copy_maven_dependencies(
     )
 
 
-def fetch_kafka(scratch: Path, target: Path, progress: Progress) -> None:
+def fetch_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """The Kafka broker, its tools and a log4j2 binding with the SLF4J API it binds (neither
     in Kafka's POM)."""
     kafka, log4j = versions.KAFKA, versions.LOG4J
@@ -371,7 +366,7 @@ def fetch_kafka(scratch: Path, target: Path, progress: Progress) -> None:
     )
 
 
-def fetch_kafka_streams(scratch: Path, target: Path, progress: Progress) -> None:
+def fetch_kafka_streams(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Kafka Streams at the broker's version and its runtime dependencies (RocksDB), for the
     benchmark's peer row (bench/pipeline.py): no stack needs it."""
     _copy_maven_dependencies(
@@ -427,7 +422,7 @@ SPARK_KAFKA_ARTIFACTS = (
 )
 
 
-def fetch_spark_kafka(scratch: Path, target: Path, progress: Progress) -> None:
+def fetch_spark_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """The Spark-Kafka connector jars, copied without resolving their POMs' dependencies."""
     artifacts = SPARK_KAFKA_ARTIFACTS
     (scratch / "pom.xml").write_text(maven_copy_pom(artifacts, target / "libs"))
@@ -465,7 +460,7 @@ def driver_classpath_version(jars: Path | None = None, java: str | None = None) 
     return digest.hexdigest()[:16]
 
 
-def build_spark_classes(scratch: Path, target: Path, progress: Progress) -> None:
+def build_spark_classes(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """A class-data sharing archive of a local Spark driver's classes (runtime.classsharing),
     with the connector jars `rillet run` gives it."""
     from rillet.runtime import classsharing
@@ -484,7 +479,7 @@ def jar_version(sources: Sequence[Path] = SOURCES) -> str:
     return digest.hexdigest()[:16]
 
 
-def build_jar(scratch: Path, target: Path, progress: Progress) -> None:
+def build_jar(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Compile Rillet's Java (runtime.jvm) against pyspark's jars and the connector's."""
     jars = pyspark_jars()
     if jars is None:

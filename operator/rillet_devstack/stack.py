@@ -11,11 +11,9 @@ reuse a running stack and `rillet dev down` can stop it from another shell.
 
 from __future__ import annotations
 
-import contextlib
 import ssl
 import subprocess
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,14 +23,17 @@ from pydantic import BaseModel
 
 from rillet_devstack import (
     controlplane,
+    debootstrapping,
     hostcleanup,
     images,
+    importing,
     node,
     packages,
     paths,
     pki,
     processes,
     provisioning,
+    reporting,
     toolchain,
     versions,
 )
@@ -42,15 +43,6 @@ from rillet_devstack.processes import ProcessRecord
 
 # The repository this stack builds images from (an editable install: operator/rillet_devstack).
 REPOSITORY = Path(__file__).resolve().parents[2]
-
-Reporter = Callable[[str], AbstractContextManager[provisioning.Progress | None]]
-"""Reports a step by name; inside it, the step may report how far it got (a long build)."""
-
-
-@contextlib.contextmanager
-def silent(_: str) -> Iterator[None]:
-    """A reporter that reports nothing."""
-    yield None
 
 
 class NodeState(BaseModel):
@@ -125,7 +117,7 @@ def up(
     brokers: int = 1,
     with_node: bool = True,
     secured: bool = False,
-    report: Reporter = silent,
+    report: reporting.Reporter = reporting.silent,
 ) -> StackState:
     """Start the stack (reusing a running one of the same shape) and return it.
 
@@ -153,16 +145,18 @@ def up(
     return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
 
 
-def _provision(artefacts: Iterable[provisioning.Artefact], *, report: Reporter) -> None:
+def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.Reporter) -> None:
     """Build those of the artefacts that are not cached yet, each shown as a step."""
     needed = provisioning.missing(artefacts)
     toolchain.require(provisioning.tools_for(needed) | {"java"})
     for artefact in needed:
         with report(f"build {artefact.name} v{artefact.version} (cached afterwards)") as update:
-            provisioning.provision(artefact, update or provisioning.no_progress)
+            provisioning.provision(artefact, update or reporting.no_progress)
 
 
-def _start(*, brokers: int, with_node: bool, secured: bool, report: Reporter) -> StackState:
+def _start(
+    *, brokers: int, with_node: bool, secured: bool, report: reporting.Reporter
+) -> StackState:
     root = paths.state_dir()
     node.empty_state_dir(root)
     layout = ControlPlaneLayout(root)
@@ -220,7 +214,7 @@ def _save(state: StackState) -> None:
 
 
 def _start_control_plane(
-    state: StackState, layout: ControlPlaneLayout, *, address: str, report: Reporter
+    state: StackState, layout: ControlPlaneLayout, *, address: str, report: reporting.Reporter
 ) -> None:
     kube_bin = provisioning.KUBERNETES.directory
     with_node = state.node is not None
@@ -248,7 +242,9 @@ def _start_control_plane(
         _wait_default_service_account(manager, layout, server=state.apiserver, token=token)
 
 
-def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Reporter) -> None:
+def _start_node(
+    state: StackState, layout: ControlPlaneLayout, *, report: reporting.Reporter
+) -> None:
     """Scheduler, containerd with the stack's images, kubelet, kube-proxy, DNS, storage."""
     assert state.node is not None
     node_layout = node.NodeLayout(state.node.root)
@@ -298,7 +294,9 @@ def _start_node(state: StackState, layout: ControlPlaneLayout, *, report: Report
         )
 
 
-def with_current_images(state: StackState, *, report: Reporter = silent) -> StackState:
+def with_current_images(
+    state: StackState, *, report: reporting.Reporter = reporting.silent
+) -> StackState:
     """A reused stack runs the images of the sources as they are now: changed Dockerfiles or
     operator code are rebuilt (unchanged ones cost a content hash) and imported."""
     if state.node is None:
@@ -307,24 +305,24 @@ def with_current_images(state: StackState, *, report: Reporter = silent) -> Stac
     built = images.build_project_images(REPOSITORY, report=report)
     for name, image in built.items():
         if state.node.images.get(name) != image:
-            images.import_into_containerd(image, socket=socket, report=report)
+            importing.import_into_containerd(image, socket=socket, report=report)
     if built != state.node.images:
         state.node.images = built
         _save(state)
     return state
 
 
-def _images(node_layout: node.NodeLayout, *, report: Reporter) -> dict[str, str]:
+def _images(node_layout: node.NodeLayout, *, report: reporting.Reporter) -> dict[str, str]:
     """Build (or find cached) the pause, base and project images; import them into containerd.
 
     The image builds report each of their steps themselves (one span at a time)."""
     socket = node_layout.containerd_socket
-    for image in (images.build_pause(report=report), images.build_base(report=report)):
-        images.import_into_containerd(image, socket=socket, report=report)
+    for image in (images.build_pause(report=report), debootstrapping.build_base(report=report)):
+        importing.import_into_containerd(image, socket=socket, report=report)
     built = images.build_project_images(REPOSITORY, report=report)
     for image in built.values():
-        images.import_into_containerd(image, socket=socket, report=report)
-    images.remove_stale_images(
+        importing.import_into_containerd(image, socket=socket, report=report)
+    importing.remove_stale_images(
         [versions.PAUSE_IMAGE, versions.BASE_IMAGE, *built.values()], socket=socket
     )
     return built

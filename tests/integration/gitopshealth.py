@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rillet_devstack import provisioning, toolchain
+from rillet_devstack import provisioning, reporting, toolchain
 from rillet_devstack.commands import run_logged
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,7 +53,7 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _build(scratch: Path, target: Path, progress: provisioning.Progress) -> None:
+def _build(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Compile a copy of the sources (go.sum must be complete: -mod=readonly) into `target`."""
     module = scratch / "src"
     module.mkdir()

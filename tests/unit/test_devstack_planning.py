@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rillet_devstack import provisioning, toolchain
+from rillet_devstack import provisioning, reporting, toolchain
 from rillet_devstack.commands import CommandFailedError, run_logged
 from rillet_devstack.controlplane import build_kubeconfig
 from rillet_devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
@@ -103,7 +103,7 @@ def test_only_the_versions_used_last_are_kept(
 ) -> None:
     monkeypatch.setenv("RILLET_CACHE_DIR", str(tmp_path))
 
-    def build(scratch: Path, target: Path, progress: provisioning.Progress) -> None:
+    def build(scratch: Path, target: Path, progress: reporting.Progress) -> None:
         (target / "driver.jsa").write_text("classes")
 
     def made(version: str) -> provisioning.Artefact:
