@@ -28,6 +28,8 @@ from rillet_devstack import (
     images,
     importing,
     node,
+    nodechecking,
+    noderunning,
     packages,
     paths,
     pki,
@@ -133,7 +135,7 @@ def up(
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
         return with_current_images(current, report=report)
-    if with_node and (reason := node.can_run_node()):
+    if with_node and (reason := nodechecking.can_run_node()):
         raise NodeUnavailableError(
             f"{reason}; `rillet dev up --no-node` starts the stack without it"
         )
@@ -158,7 +160,7 @@ def _start(
     *, brokers: int, with_node: bool, secured: bool, report: reporting.Reporter
 ) -> StackState:
     root = paths.state_dir()
-    node.empty_state_dir(root)
+    noderunning.empty_state_dir(root)
     layout = ControlPlaneLayout(root)
     address = node.NODE_ADDRESS if with_node else "127.0.0.1"
     state = StackState(
@@ -173,8 +175,8 @@ def _start(
         state.node = NodeState(
             root=node_layout.root,
             containerd_socket=node_layout.containerd_socket,
-            sysctls=node.read_sysctls(),
-            preexisting_paths=node.existing_fixed_paths(),
+            sysctls=noderunning.read_sysctls(),
+            preexisting_paths=noderunning.existing_fixed_paths(),
         )
     try:
         _start_control_plane(state, layout, address=address, report=report)
@@ -220,7 +222,7 @@ def _start_control_plane(
     with_node = state.node is not None
     if with_node:
         with report("node address"):
-            node.create_host_bridge()
+            noderunning.create_host_bridge()
     with report("etcd"):
         etcd, etcd_port = controlplane.start_etcd(provisioning.ETCD.directory / "etcd", layout)
         _started(state, etcd)
@@ -250,21 +252,21 @@ def _start_node(
     node_layout = node.NodeLayout(state.node.root)
     node_bin = provisioning.KUBERNETES_NODE.directory
     with report("kube-scheduler"):
-        _started(state, node.start_scheduler(node_bin / "kube-scheduler", layout))
+        _started(state, noderunning.start_scheduler(node_bin / "kube-scheduler", layout))
     with report("containerd"):
         _started(
             state,
-            node.start_containerd(
+            noderunning.start_containerd(
                 node_layout, sandbox_image=versions.PAUSE_IMAGE, logs=layout.logs
             ),
         )
     state.node.images = _images(node_layout, report=report)
     # Checked once the images are in, as they take the most: a node short of disk would start,
     # report Ready, and leave every pod Pending behind a DiskPressure taint.
-    if short := node.too_little_disk(node_layout.root):
+    if short := nodechecking.too_little_disk(node_layout.root):
         raise NodeUnavailableError(f"{short}; free some space and run `rillet dev up` again")
     with report("kubelet"):
-        kubelet = node.start_kubelet(
+        kubelet = noderunning.start_kubelet(
             node_bin / "kubelet", layout, node_layout, server=state.apiserver
         )
         _started(state, kubelet)
@@ -272,10 +274,12 @@ def _start_node(
             kubelet, lambda: _node_ready(layout), timeout=90, what=f"{node.NODE_NAME} Ready"
         )
     with report("kube-proxy, CoreDNS"):
-        _started(state, node.start_kube_proxy(node_bin / "kube-proxy", layout, node_layout))
+        _started(state, noderunning.start_kube_proxy(node_bin / "kube-proxy", layout, node_layout))
         _started(
             state,
-            node.start_coredns(provisioning.COREDNS.directory / "coredns", layout, node_layout),
+            noderunning.start_coredns(
+                provisioning.COREDNS.directory / "coredns", layout, node_layout
+            ),
         )
     with report(f"StorageClass {node.STORAGE_CLASS} (local-path provisioner)"):
         _apply(
@@ -286,7 +290,7 @@ def _start_node(
         )
         _started(
             state,
-            node.start_local_path_provisioner(
+            noderunning.start_local_path_provisioner(
                 provisioning.LOCAL_PATH.directory / "local-path-provisioner",
                 layout,
                 helper_image=versions.BASE_IMAGE,
@@ -402,7 +406,7 @@ def _stop(state: StackState) -> list[str]:
             stop(name)
         containerd = by_name.get("containerd")
         if containerd is not None and processes.is_alive(containerd):
-            node.release_image_store(node.NodeLayout(state.node.root))
+            noderunning.release_image_store(node.NodeLayout(state.node.root))
         stop("containerd")
     # Reverse start order for the rest: Kafka first, etcd last.
     for record in reversed(state.processes):
@@ -444,7 +448,7 @@ def _clean_host(state: NodeState) -> None:
     hostcleanup.kill_processes(hostcleanup.processes_mentioning(str(state.containerd_socket)))
     node_bin = provisioning.KUBERNETES_NODE.directory
     if (node_bin / "kube-proxy").exists():
-        node.cleanup_kube_proxy(
+        noderunning.cleanup_kube_proxy(
             node_bin / "kube-proxy", log=paths.state_dir() / "logs" / "kube-proxy.log"
         )
     created = [p for p in node.FIXED_PATHS if p not in state.preexisting_paths]
@@ -469,12 +473,12 @@ def describe_node(state: StackState) -> list[str]:
     ready = next((c.status for c in found.status.conditions or [] if c.type == "Ready"), "Unknown")
     lines = [f"node {state.node.name} {state.node.address} Ready={ready}"]
     serialized = core.api_client.sanitize_for_serialization(found)
-    lines += [f"  takes no pods: {reason}" for reason in node.why_pods_wait(serialized)]
+    lines += [f"  takes no pods: {reason}" for reason in nodechecking.why_pods_wait(serialized)]
     pods = core.list_pod_for_all_namespaces().items
     for pod in pods:
         lines.append(f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}")
     listed = core.api_client.sanitize_for_serialization(pods)
-    if unattended := node.unattended_pods(listed, now=datetime.now(UTC)):
+    if unattended := nodechecking.unattended_pods(listed, now=datetime.now(UTC)):
         lines.append(f"  pods waiting over a minute for: {', '.join(unattended)}")
     return lines
 
@@ -486,9 +490,11 @@ def leftovers(state: StackState) -> list[str]:
         return found
     created = [p for p in node.FIXED_PATHS if p not in state.node.preexisting_paths]
     found += [f"mount {m}" for m in hostcleanup.node_mounts([state.node.root, *created])]
-    found += [f"link {n}" for n in (node.POD_BRIDGE, node.HOST_BRIDGE) if node.link_exists(n)]
+    found += [
+        f"link {n}" for n in (node.POD_BRIDGE, node.HOST_BRIDGE) if noderunning.link_exists(n)
+    ]
     found += [f"iptables chain {c}" for c in hostcleanup.remaining_chains()]
-    now = node.read_sysctls()
+    now = noderunning.read_sysctls()
     found += [
         f"sysctl {name}={now.get(name)} (was {value})"
         for name, value in state.node.sysctls.items()

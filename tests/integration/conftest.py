@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet_devstack import hostcleanup, processes, provisioning, tools
+from rillet_devstack import hostcleanup, nodechecking, processes, provisioning, tools
 from rillet_devstack import node as devnode
 from rillet_devstack import stack as devstack
 from rillet_devstack.kafka import KafkaCluster
@@ -227,9 +227,9 @@ def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
         if not processes.is_alive(p)
     ]
     found = kube.api.read("node", devnode.NODE_NAME)
-    node = devnode.why_pods_wait(found) if found else ["the node is not registered"]
+    node = nodechecking.why_pods_wait(found) if found else ["the node is not registered"]
     pending = kube.api.list("pod", fields="status.phase=Pending")
-    if unattended := devnode.unattended_pods(pending, now=datetime.now(UTC)):
+    if unattended := nodechecking.unattended_pods(pending, now=datetime.now(UTC)):
         node.append(f"pods waiting over a minute for: {', '.join(unattended)}")
     return exited + node
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rillet_devstack import provisioning, reporting, toolchain
+from rillet_devstack import gobuilding, provisioning, reporting, toolchain
 from rillet_devstack.commands import run_logged
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +59,7 @@ def _build(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     module.mkdir()
     for path in _sources():
         shutil.copy2(path, module / path.name)
-    env = {**provisioning.GO_ENV, "GOFLAGS": "-mod=readonly"}
+    env = {**gobuilding.GO_ENV, "GOFLAGS": "-mod=readonly"}
     run_logged(
         ["go", "build", "-trimpath", "-o", target / BINARY, "."],
         cwd=module,
