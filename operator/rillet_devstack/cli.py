@@ -74,7 +74,7 @@ def dev_up(
     ] = "none",
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
-    from rillet_devstack import stack
+    from rillet_devstack import stack, starting
     from rillet_devstack.commands import CommandFailedError
     from rillet_devstack.packages import PackagesUnavailableError
     from rillet_devstack.processes import ComponentFailedError
@@ -83,13 +83,13 @@ def dev_up(
     started = time.monotonic()
     reused = stack.running()
     try:
-        state = stack.up(
+        state = starting.up(
             brokers=brokers,
             with_node=node,
             secured=kafka_security == "sasl-ssl",
             report=_timed_step,
         )
-    except (MissingToolError, stack.NodeUnavailableError, PackagesUnavailableError) as error:
+    except (MissingToolError, starting.NodeUnavailableError, PackagesUnavailableError) as error:
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:
         raise _fail(str(error)) from None
@@ -177,7 +177,7 @@ def dev_demo() -> None:
 @app.command("down")
 def dev_down() -> None:
     """Stop every process of the stack."""
-    from rillet_devstack import stack
+    from rillet_devstack import stopping
 
-    stopped = stack.down()
+    stopped = stopping.down()
     console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")

@@ -15,6 +15,7 @@ import secrets
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
@@ -278,3 +279,17 @@ def write_service_account_kubeconfig(
         ),
     )
     return target
+
+
+def api_client(layout: ControlPlaneLayout) -> Any:
+    """A Kubernetes API client as the stack's admin."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(layout.kubeconfig))  # type: ignore[no-untyped-call]
+
+
+def core_api(layout: ControlPlaneLayout) -> Any:
+    """The core/v1 API as the stack's admin (untyped: the stack reads a handful of fields)."""
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client(layout))

@@ -31,7 +31,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet_devstack import hostcleanup, nodechecking, processes, provisioning, tools
+from rillet_devstack import hostcleanup, nodechecking, processes, provisioning, starting, tools
 from rillet_devstack import node as devnode
 from rillet_devstack import stack as devstack
 from rillet_devstack.kafka import KafkaCluster
@@ -82,7 +82,7 @@ def stack() -> Iterator[devstack.StackState]:
         stops = existing is None and not shared.controller_stops_the_stack()
         before = hostsnapshot.take() if stops else None
         # A reused stack gets the images of the sources as they are (rebuilt only if changed).
-        state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
+        state = starting.with_current_images(existing) if existing else starting.up(brokers=1)
     yield state
     if stops:
         left = shared.stop_stack(state, before)
