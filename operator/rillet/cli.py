@@ -31,8 +31,8 @@ def _installed(group: str) -> Iterator[tuple[str, Any]]:
     for entry in importlib.metadata.entry_points(group=group):
         try:
             yield entry.name, entry.load()
-        except ModuleNotFoundError as error:
-            if error.name != entry.module.split(".")[0]:
+        except ModuleNotFoundError as error:  # its own package missing, not one it imports
+            if error.name is None or not f"{entry.module}.".startswith(f"{error.name}."):
                 raise
 
 
