@@ -2,7 +2,7 @@
 
 The sources beside this module are compiled into JAR against pyspark's jars and the connector's
 Kafka client, by the runtime image's build (images/runtime/Dockerfile) and by the local stack
-(rillet_devstack.provisioning):
+(rillet.devstack.provisioning):
 - TransactionalWriter.java, the exactly-once writer (rillet.runtime.transactions);
 - WarmupPlugin.java, a Spark plugin that initializes, as a JVM starts, classes the first batch
   would otherwise wait for;
