@@ -73,12 +73,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
 from rillet.api.v1alpha1 import apps, objects, topics
-from rillet.devstack import stack as devstack
-from rillet.devstack import tools
-from rillet.devstack.operating import OperatorProcess
 from rillet.kafka.lag import LagReader
 from rillet.reconcile import appobjects, apprun, naming, scaling
 from rillet.reconcile.appobjects import contexts, sparkconfs
+from rillet_devstack import stack as devstack
+from rillet_devstack import starting, tools
+from rillet_devstack.operating import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "rillet.io", "v1alpha1"
@@ -1081,7 +1081,7 @@ def main() -> None:
     # A running stack is reused whatever its shape (`up` would restart one of another shape:
     # the stack may be shared), with the images of the sources as they are now.
     running_stack = devstack.running()
-    state = devstack.with_current_images(running_stack) if running_stack else devstack.up()
+    state = starting.with_current_images(running_stack) if running_stack else starting.up()
     if state.node is None or "runtime" not in state.node.images:
         raise SystemExit("the stack runs without a node: the Apps need it (`rillet dev up`)")
     config.load_kube_config(config_file=str(state.kubeconfig))  # type: ignore[no-untyped-call]

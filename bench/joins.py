@@ -35,10 +35,11 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import spark as devspark
-from rillet.devstack import stack as devstack
 from rillet.reconcile import apprun
 from rillet.runtime import commands, driving, progress, watermarks
+from rillet_devstack import spark as devspark
+from rillet_devstack import stack as devstack
+from rillet_devstack import starting
 
 SIZES = (10_000, 1_000_000)
 PARTITIONS = 6
@@ -184,7 +185,7 @@ def run(spark: Any, bootstrap: str, way: str, topics: dict[str, str]) -> list[fl
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     bootstrap = state.kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     jars = [str(jar) for jar in devspark.spark_jars()]

@@ -86,7 +86,7 @@ def bootstrap_servers() -> str:
     """The broker: RILLET_KAFKA_BOOTSTRAP, else the running local stack's."""
     if os.environ.get("RILLET_KAFKA_BOOTSTRAP"):
         return os.environ["RILLET_KAFKA_BOOTSTRAP"]
-    from rillet.devstack import stack
+    from rillet_devstack import stack
 
     state = stack.running()
     if state is None:
@@ -164,9 +164,9 @@ def app_manifest(
 
 def spark_worker(args: argparse.Namespace) -> None:
     """In a process of its own: run the App once, print its figures as JSON."""
-    from rillet.devstack import spark as devspark
     from rillet.reconcile import apprun
     from rillet.runtime import commands, driving
+    from rillet_devstack import spark as devspark
 
     documents = app_manifest(
         source=args.source, target=args.target, stateless=args.stateless, delivery=args.delivery
@@ -503,7 +503,7 @@ def bench_faust(bootstrap: str, source: str, workdir: Path) -> float:
 
 def bench_consumer_performance(bootstrap: str, source: str) -> float:
     """Kafka's own consumer: fetch.nMsg.sec over the whole topic."""
-    from rillet.devstack import provisioning
+    from rillet_devstack import provisioning
 
     libs = provisioning.KAFKA.directory / "libs"
     result = subprocess.run(
@@ -670,7 +670,7 @@ KAFKA_STREAMS_SOURCE = REPO / "bench/kstreams/WordCount.java"
 
 def kafka_streams_classpath(workdir: Path) -> str:
     """Kafka Streams' jars (fetched once into the cache) and WordCount, compiled here."""
-    from rillet.devstack import provisioning
+    from rillet_devstack import provisioning
 
     libs = provisioning.provision(provisioning.KAFKA_STREAMS) / "libs"
     classpath = f"{libs}/*"
@@ -717,8 +717,8 @@ class DriverClock:
         log: Path,
         environ: dict[str, str],
     ) -> None:
-        from rillet.devstack import spark as devspark
         from rillet.runtime import commands
+        from rillet_devstack import spark as devspark
 
         self.checkpoint = checkpoint
         self.committed_before = self.last_commit()
@@ -829,7 +829,7 @@ def cold_start(
 
 def cold_starts(bootstrap: str) -> None:
     """Cold starts without and with the drivers' class archive, alternated in each run."""
-    from rillet.devstack import provisioning
+    from rillet_devstack import provisioning
 
     archive = provisioning.provision(provisioning.SPARK_CLASSES) / provisioning.SPARK_CLASSES_FILE
     runs: dict[str, list[tuple[tuple[float, float], ...]]] = {"off": [], "on": []}
@@ -943,7 +943,7 @@ def idle_cost(
 
 def idle_costs(bootstrap: str) -> None:
     """Idle cost with Rillet's settings and with Spark's default polling delay, alternated."""
-    from rillet.devstack import stack
+    from rillet_devstack import stack
 
     state = stack.running()
     assert state is not None  # bootstrap_servers() found it

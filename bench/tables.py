@@ -36,8 +36,8 @@ import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import processes
-from rillet.devstack import stack as devstack
+from rillet_devstack import processes, starting
+from rillet_devstack import stack as devstack
 
 KEYS = 1_000_000
 PARTITIONS = 6
@@ -106,7 +106,7 @@ def timed_cli(*args: str) -> float:
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     bootstrap = state.kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"bench-tables-{uuid.uuid4().hex[:6]}"

@@ -29,8 +29,9 @@ import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
-from rillet.devstack import stack as devstack
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import stack as devstack
+from rillet_devstack import starting
+from rillet_devstack.operating import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE_RUNS = 50
@@ -206,7 +207,7 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     kubeconfig = state.kubeconfig
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     namespace = f"bench-{uuid.uuid4().hex[:6]}"

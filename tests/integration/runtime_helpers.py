@@ -30,9 +30,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
-from rillet.devstack import spark as devspark
 from rillet.reconcile import apprun
 from rillet.runtime import commands, driving, listening, tables, watermarks
+from rillet_devstack import spark as devspark
 from tests.integration.polling import wait_for
 
 REPO = Path(__file__).parents[2]

@@ -36,8 +36,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import node as devnode
-from rillet.devstack import stack as devstack
+from rillet_devstack import node as devnode
+from rillet_devstack import stack as devstack
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, wait_kafka_topic_gone

@@ -1,6 +1,6 @@
 """The Kubernetes control plane of the local stack: etcd, kube-apiserver, kube-controller-manager.
 
-With a worker node (`rillet.devstack.node`), the apiserver serves on the node address pods can
+With a worker node (`rillet_devstack.node`), the apiserver serves on the node address pods can
 route to, authorizes kubelets (Node authorizer, NodeRestriction) and reaches them with a client
 certificate; every default controller runs. Without one, pods are created as objects and stay
 Pending, which is enough to check what the operator and Spark ask Kubernetes for. RBAC is on;
@@ -15,13 +15,14 @@ import secrets
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
 
-from rillet.devstack import pki as pki_module
-from rillet.devstack import processes
-from rillet.devstack.processes import ProcessRecord
+from rillet_devstack import pki as pki_module
+from rillet_devstack import processes
+from rillet_devstack.processes import ProcessRecord
 
 SERVICE_CIDR = "10.0.0.0/24"
 # Controllers the stack needs: garbage collection, namespace deletion, workloads producing pods,
@@ -278,3 +279,17 @@ def write_service_account_kubeconfig(
         ),
     )
     return target
+
+
+def api_client(layout: ControlPlaneLayout) -> Any:
+    """A Kubernetes API client as the stack's admin."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=str(layout.kubeconfig))  # type: ignore[no-untyped-call]
+
+
+def core_api(layout: ControlPlaneLayout) -> Any:
+    """The core/v1 API as the stack's admin (untyped: the stack reads a handful of fields)."""
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client(layout))

@@ -6,12 +6,13 @@ again in every JVM through Ivy and ignores the Maven setup of the machine.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rillet.devstack import provisioning
 from rillet.runtime import jvm
+from rillet_devstack import provisioning
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,6 +30,19 @@ def class_archive() -> Path | None:
     """The drivers' class-data sharing archive `rillet dev up` made, if it did."""
     archive = provisioning.SPARK_CLASSES.directory / provisioning.SPARK_CLASSES_FILE
     return archive if provisioning.SPARK_CLASSES.present else None
+
+
+def set_up_environment(command: str) -> None:
+    """Before a Spark command of `rillet` (the `rillet.spark_setups` entry point): the jars, and
+    for `run` the class archive, unless the environment names them (as the runtime image does)."""
+    if not os.environ.get("RILLET_SPARK_JARS"):
+        # Outside the runtime image, Spark's Kafka connector comes from the local stack's cache
+        # (provisioned on first use). Only for the Spark commands: the others never need it.
+        os.environ["RILLET_SPARK_JARS"] = ",".join(str(jar) for jar in spark_jars())
+    # Likewise the drivers' class archive, if `rillet dev up` made one.
+    wanted = command == "run" and not os.environ.get("RILLET_SPARK_CLASS_ARCHIVE")
+    if wanted and (archive := class_archive()) is not None:
+        os.environ["RILLET_SPARK_CLASS_ARCHIVE"] = str(archive)
 
 
 def build_local_conf(

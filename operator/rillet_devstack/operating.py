@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet.devstack import processes
+from rillet_devstack import processes
 
 
 @dataclass

@@ -30,11 +30,11 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from rillet.devstack import provisioning, tools
-from rillet.devstack.operating import OperatorProcess
-from rillet.devstack.stack import StackState
+from rillet_devstack import provisioning, tools
+from rillet_devstack.operating import OperatorProcess
+from rillet_devstack.stack import StackState
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "wordcount.yaml"
 NAMESPACE = "rillet-demo"
 OPERATOR_NAMESPACE = "rillet-system"

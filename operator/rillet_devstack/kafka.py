@@ -28,9 +28,9 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 from cryptography.hazmat.primitives import serialization
 
-from rillet.devstack import pki, processes
-from rillet.devstack.commands import run_logged
-from rillet.devstack.processes import ProcessRecord
+from rillet_devstack import pki, processes
+from rillet_devstack.commands import run_logged
+from rillet_devstack.processes import ProcessRecord
 
 LOG4J2_PROPERTIES = """\
 status = warn

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from rillet.devstack.commands import tail
+from rillet_devstack.commands import tail
 
 # Children started by this Python process, kept so they are reaped (polled) rather than left as
 # zombies or garbage-collected while running.

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import tools, versions
-from rillet.devstack.stack import StackState
+from rillet_devstack import tools, versions
+from rillet_devstack.stack import StackState
 
 Check = Callable[[StackState], str]
 
@@ -57,7 +57,7 @@ def check_kafka(state: StackState) -> str:
 
 def check_spark(state: StackState) -> str:
     """Spark's Kafka source loads and reads a topic's records."""
-    from rillet.devstack.spark import local_session
+    from rillet_devstack.spark import local_session
 
     topic = f"rillet.smoke.spark.{uuid.uuid4().hex[:8]}"
     client = state.kafka_client_config()

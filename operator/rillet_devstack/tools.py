@@ -23,7 +23,7 @@ from tenacity import (
     wait_exponential,
 )
 
-from rillet.devstack import provisioning
+from rillet_devstack import provisioning
 
 # stderr of kubectl for requests that did not reach (or were not handled by) the apiserver.
 TRANSIENT = re.compile(
