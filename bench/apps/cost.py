@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.apps import benches, manifests, reports, settings
+from rillet.devstack import installs
 
 COST_TOPICS = 1_000
 
@@ -59,14 +60,14 @@ def cost(b: benches.Bench, *, with_apps: bool) -> Cost:
     ]
     if with_apps:
         documents += [
-            manifests.copying_app(
+            installs.copying_app(
                 f"c{i:03d}",
                 namespace,
                 b.image,
                 source=f"{prefix}{2 * i:04d}",
                 target=f"{prefix}{2 * i + 1:04d}",
                 sleep_ms=0,
-                scaling_spec={},
+                scaling={},
                 driver={"cpu": "64", "memory": "1Gi"},  # no node has it: Pending for ever
             )
             for i in range(COST_APPS)

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from bench.apps import benches, manifests, observing, reports
+from rillet.devstack import installs
 from rillet.kafka.lag import LagReader
 
 GROWTH_PARTITIONS = (2, 3, 4, 5, 6)
@@ -42,7 +43,7 @@ def growth(b: benches.Bench, namespace: str, reader: LagReader) -> list[GrowthSt
         [
             manifests.topic_manifest(source, namespace, first),
             manifests.topic_manifest(target, namespace, first),
-            manifests.copying_app(
+            installs.copying_app(
                 name,
                 namespace,
                 b.image,
@@ -50,7 +51,7 @@ def growth(b: benches.Bench, namespace: str, reader: LagReader) -> list[GrowthSt
                 target=target,
                 sleep_ms=GROWTH_SLEEP_MS,
                 executor_cpu=b.fitting_cpu(GROWTH_PARTITIONS[-1]),
-                scaling_spec={
+                scaling={
                     "minExecutors": 1,
                     "maxExecutors": GROWTH_PARTITIONS[-1],
                     "executorCores": 1,

@@ -56,6 +56,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.apps import benches, manifests, observing, reports
+from rillet.devstack import installs
 from rillet.reconcile import apprun, naming
 
 PAUSE_PARTITIONS = 4
@@ -252,7 +253,7 @@ def apply_app(
         [
             manifests.topic_manifest(source, namespace, PAUSE_PARTITIONS),
             manifests.topic_manifest(target, namespace, PAUSE_PARTITIONS),
-            manifests.copying_app(
+            installs.copying_app(
                 app,
                 namespace,
                 b.image,
@@ -260,7 +261,7 @@ def apply_app(
                 target=target,
                 sleep_ms=PAUSE_SLEEP_MS,
                 executor_cpu=executor_cpu,
-                scaling_spec={
+                scaling={
                     "minExecutors": PAUSE_LOW,
                     "maxExecutors": PAUSE_HIGH,
                     "executorCores": 1,

@@ -13,6 +13,7 @@ from confluent_kafka.admin import NewTopic
 
 from bench.apps import benches, manifests, observing, settings
 from rillet.api.v1alpha1 import apps, objects, topics
+from rillet.devstack import installs
 from rillet.reconcile import appobjects, apprun, naming
 from rillet.reconcile.appobjects import contexts, sparkconfs
 
@@ -43,7 +44,7 @@ def operated_way(b: benches.Bench, namespace: str, label: str, app: str, minimum
         [
             manifests.topic_manifest(source, namespace, settings.CAP),
             manifests.topic_manifest(target, namespace, settings.CAP),
-            manifests.copying_app(
+            installs.copying_app(
                 app,
                 namespace,
                 b.image,
@@ -51,7 +52,7 @@ def operated_way(b: benches.Bench, namespace: str, label: str, app: str, minimum
                 target=target,
                 sleep_ms=settings.SPIKE_SLEEP_MS,
                 executor_cpu=b.fitting_cpu(settings.CAP),
-                scaling_spec=spike_scaling(minimum),
+                scaling=spike_scaling(minimum),
             ),
         ]
     )
@@ -66,7 +67,7 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
     futures = b.admin.create_topics([NewTopic(t, settings.CAP, 1) for t in (source, target)])
     for future in futures.values():
         future.result(timeout=60)
-    manifest = manifests.copying_app(
+    manifest = installs.copying_app(
         app,
         namespace,
         b.image,
@@ -74,7 +75,7 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
         target=target,
         sleep_ms=settings.SPIKE_SLEEP_MS,
         executor_cpu=b.fitting_cpu(settings.CAP),
-        scaling_spec=spike_scaling(1),
+        scaling=spike_scaling(1),
     )
     created = b.custom.create_namespaced_custom_object(
         settings.GROUP, settings.VERSION, namespace, "apps", manifest
