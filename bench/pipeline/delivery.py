@@ -40,14 +40,7 @@ def bench_delivery(
 
 def delivery(bootstrap: str, *, config: settings.Settings) -> None:
     """(a-eos) against (a) at-least-once: the same stateless copy of the same topic."""
-    source = feeding.create_topic(
-        bootstrap, f"bench.lines.{uuid.uuid4().hex[:8]}", settings.PARTITIONS
-    )
-    print(
-        f"producing {config.records:,} lines into {source} ({settings.PARTITIONS} partitions) ...",
-        flush=True,
-    )
-    feeding.produce_lines(bootstrap, source, config.records)
+    source, _ = feeding.input_topic(bootstrap, "bench.lines", records=config.records)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         loose = medians.median_pair(

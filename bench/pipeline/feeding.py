@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -59,3 +60,13 @@ def produce_lines(bootstrap: str, topic: str, count: int) -> int:
                 producer.poll(0.05)
     assert producer.flush(60) == 0
     return words
+
+
+def input_topic(bootstrap: str, prefix: str, *, records: int) -> tuple[str, int]:
+    """A new topic named after `prefix`, holding `records` lines: its name, and their words."""
+    source = create_topic(bootstrap, f"{prefix}.{uuid.uuid4().hex[:8]}", settings.PARTITIONS)
+    print(
+        f"producing {records:,} lines into {source} ({settings.PARTITIONS} partitions) ...",
+        flush=True,
+    )
+    return source, produce_lines(bootstrap, source, records)

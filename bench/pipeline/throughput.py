@@ -96,14 +96,7 @@ class Figures:
 
 
 def throughput(bootstrap: str, *, config: settings.Settings) -> None:
-    source = feeding.create_topic(
-        bootstrap, f"bench.sentences.{uuid.uuid4().hex[:8]}", settings.PARTITIONS
-    )
-    print(
-        f"producing {config.records:,} lines into {source} ({settings.PARTITIONS} partitions) ...",
-        flush=True,
-    )
-    words = feeding.produce_lines(bootstrap, source, config.records)
+    source, words = feeding.input_topic(bootstrap, "bench.sentences", records=config.records)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         spark1, spark2, hand = measure_spark(bootstrap, source, workdir, config=config)
@@ -183,15 +176,9 @@ def measure_peers(
 
 def report(figures: Figures, *, config: settings.Settings) -> None:
     """The throughput table and the ratios the issue asks for (per core, whole run)."""
-    f = figures
-    spark1, spark2, hand, streams, source_only = (
-        f.spark1,
-        f.spark2,
-        f.hand,
-        f.streams,
-        f.source_only,
-    )
-    plain, faust, ceiling = f.plain, f.faust, f.ceiling
+    spark1, spark2, hand = figures.spark1, figures.spark2, figures.hand
+    streams, source_only = figures.streams, figures.source_only
+    plain, faust, ceiling = figures.plain, figures.faust, figures.ceiling
     rows = [
         ("(a) Rillet App local[1]", spark1[0], spark1[0], f"steady {spark1[1]:,.0f}/s"),
         (
@@ -229,15 +216,9 @@ def report(figures: Figures, *, config: settings.Settings) -> None:
 
 def report_ratios(figures: Figures) -> None:
     """The ratios against the peers and the ceilings, each on a line."""
-    f = figures
-    spark1, spark2, hand, streams, source_only = (
-        f.spark1,
-        f.spark2,
-        f.hand,
-        f.streams,
-        f.source_only,
-    )
-    faust, ceiling = f.faust, f.ceiling
+    spark1, spark2, hand = figures.spark1, figures.spark2, figures.hand
+    peer, source_only = figures.streams["at_least_once"], figures.source_only
+    faust, ceiling = figures.faust, figures.ceiling
     for name, per_core in (("local[1]", spark1[0]), ("local[2]", spark2[0] / 2)):
         print(
             f"{name}: (a)/(c) = {per_core / faust:.1f}x (target >= 5x), "
@@ -248,7 +229,6 @@ def report_ratios(figures: Figures) -> None:
             f"{name} steady state: (a)/(c) = {per_core / faust:.1f}x, "
             f"(a)/(d) = {per_core / ceiling:.0%}"
         )
-    peer = streams["at_least_once"]
     for name, whole, steady in (
         ("local[1]", spark1[0], spark1[1]),
         ("local[2]", spark2[0] / 2, spark2[1] / 2),
