@@ -250,6 +250,16 @@ def main() -> None:
         "c_cpu_seconds_per_resync_of_1000": per_resync,
     }
     print(json.dumps(results, indent=2))
+    report(results)
+
+
+def report(results: dict[str, float]) -> None:
+    """The summary lines of the figures, with the targets."""
+    baseline_one = results["a_baseline_adminclient_create_one_p50_s"]
+    bulk_seconds = results["b_bulk_all_ready_s"]
+    baseline_bulk = results["b_baseline_adminclient_create_1000_s"]
+    rss = results["b_operator_peak_rss_mb"]
+    per_resync = results["c_cpu_seconds_per_resync_of_1000"]
     print(
         f"(a) apply->Kafka p50 {results['a_to_kafka_p50_s']:.3f}s p99 "
         f"{results['a_to_kafka_p99_s']:.3f}s; apply->Ready p50 {results['a_to_ready_p50_s']:.3f}s "

@@ -30,7 +30,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
-from rillet_devstack import provisioning, tools
+from rillet_devstack import installs, provisioning, tools
 from rillet_devstack.operating import OperatorProcess
 from rillet_devstack.stack import StackState
 
@@ -121,7 +121,11 @@ def _helm(state: StackState, *args: str) -> str:
 def _install_operator(state: StackState, say: Say) -> None:
     """`helm install` the chart with the operator image the stack built from its Dockerfile."""
     assert state.node is not None
-    repository, tag = state.node.images["operator"].rsplit(":", 1)
+    values = installs.local_operator_values(
+        operator_image=state.node.images["operator"],
+        kafka_bootstrap=state.kafka_bootstrap,
+        watched=NAMESPACE,
+    )
     _helm(
         state,
         "upgrade",
@@ -131,16 +135,7 @@ def _install_operator(state: StackState, say: Say) -> None:
         "--namespace",
         OPERATOR_NAMESPACE,
         "--create-namespace",
-        "--set",
-        f"image.repository={repository}",
-        "--set-string",  # a content hash of digits alone would otherwise be a number
-        f"image.tag={tag}",
-        "--set",
-        "image.pullPolicy=Never",
-        "--set",
-        f"kafka.bootstrapServers={state.kafka_bootstrap}",
-        "--set",
-        f"watchNamespaces={{{NAMESPACE}}}",
+        *values,
         "--set",
         "operator.resyncSeconds=10",
         "--wait",
@@ -161,8 +156,8 @@ def _objects_for_the_node(state: StackState) -> str:
         if document["kind"] == "App":
             document["spec"] |= {
                 "image": state.node.images["runtime"],
-                "driver": {"cpu": "250m", "memory": "1536Mi"},
-                "executor": {"cpu": "250m", "memory": "1Gi"},
+                "driver": dict(installs.NODE_DRIVER),
+                "executor": dict(installs.NODE_EXECUTOR),
             }
     return yaml.safe_dump_all(documents)
 

@@ -154,7 +154,7 @@ def fetch_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> No
 
 def fetch_kafka_streams(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Kafka Streams at the broker's version and its runtime dependencies (RocksDB), for the
-    benchmark's peer row (bench/pipeline.py): no stack needs it."""
+    benchmark's peer row (bench/pipeline/): no stack needs it."""
     _copy_maven_dependencies(
         scratch, target, [("org.apache.kafka", "kafka-streams", versions.KAFKA)]
     )
@@ -308,7 +308,7 @@ SPARK_CLASSES = Artefact(
 )
 # Compiled by the machine's JDK against pyspark and the connector: after SPARK_KAFKA.
 RILLET_SPARK = Artefact("rillet-spark", jar_version(), ("javac",), build_jar)
-# The benchmark's alone (bench/pipeline.py provisions it when it runs).
+# The benchmark's alone (bench.pipeline provisions it when it runs).
 KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
 
 # Cheap first: a missing tool or an unreachable registry shows before the long Kubernetes builds.

@@ -28,7 +28,7 @@ SOURCE_CONSUMER_DEFAULTS = {
     # at the end of the previous range stalled tasks of small batches by half a second.
     "kafka.fetch.max.wait.ms": "10",
     # Fewer, larger fetches and polls: catching up went from ~150k to ~180k records/s per core
-    # (word count, bench/pipeline.py) over the defaults (1 MiB per partition, 500 records).
+    # (word count, bench/pipeline/) over the defaults (1 MiB per partition, 500 records).
     "kafka.max.partition.fetch.bytes": str(8 << 20),
     "kafka.max.poll.records": "10000",
 }

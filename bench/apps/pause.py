@@ -1,7 +1,7 @@
 """Scaling without a pause: the longest gap between committed batches while executors are added
 and removed, against the steady gap between batches of the same run.
 
-    .venv/bin/python bench/apps.py --only pause
+    .venv/bin/python -m bench.apps --only pause
 
 Flink's autoscaler restarts the job to rescale it, and plans for 5 minutes per restart
 (`job.autoscaler.restart.time`). Rillet adds and removes executors live: the driver keeps
@@ -53,23 +53,48 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import apps
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from bench.apps import benches, manifests, observing, reports
 from rillet.reconcile import apprun, naming
+from rillet_devstack import installs
 
 PAUSE_PARTITIONS = 4
+
+
 PAUSE_LOW, PAUSE_HIGH = 1, 3  # executors before a scale-up, after it
+
+
 PAUSE_EVENTS = 3  # scale-ups, and as many scale-downs
+
+
 PAUSE_RATE = 100  # records per second, round-robin over the partitions
+
+
 PAUSE_SLEEP_MS = 2  # per record: 200 records a batch, 0.4 s of work for one executor
+
+
 PAUSE_LAG_TARGET = 1_000_000  # the lag never asks for more than one executor
-TRIGGER_SECONDS = 2.0  # apps.copying_app's processingTime
+
+
+TRIGGER_SECONDS = 2.0  # manifests.copying_app's processingTime
+
+
 STEADY_SECONDS = 60.0
+
+
 HOLD_SECONDS = 20.0
+
+
 EVENT_TIMEOUT = 300.0
+
+
 SAMPLE_SECONDS = 0.1
+
+
 WARM_COMMITS = 5  # commits seen before the steady window starts (the first batches compile code)
+
+
 TARGET_RATIO = 2.0
 
 
@@ -162,9 +187,9 @@ def feed(bootstrap: str, topic: str, stop: threading.Event) -> None:
     producer.flush(30)
 
 
-def executor_pods(b: apps.Bench, namespace: str, app: str) -> tuple[int, int]:
+def executor_pods(b: benches.Bench, namespace: str, app: str) -> tuple[int, int]:
     """(Running and not being deleted, alive at all: Pending or Running) executor pods."""
-    pods = apps.pods_of(b.core, namespace, app, "executor")
+    pods = observing.pods_of(b.core, namespace, app, "executor")
     alive = [p for p in pods if p.status.phase in ("Pending", "Running")]
     running = [
         p for p in alive if p.status.phase == "Running" and not p.metadata.deletion_timestamp
@@ -172,22 +197,22 @@ def executor_pods(b: apps.Bench, namespace: str, app: str) -> tuple[int, int]:
     return len(running), len(alive)
 
 
-def driver_identity(b: apps.Bench, namespace: str, app: str) -> tuple[str, int]:
+def driver_identity(b: benches.Bench, namespace: str, app: str) -> tuple[str, int]:
     """The driver pod's uid and its containers' restarts: both unchanged, it never restarted."""
-    [pod] = apps.pods_of(b.core, namespace, app, "driver")
+    [pod] = observing.pods_of(b.core, namespace, app, "driver")
     restarts = sum(s.restart_count for s in pod.status.container_statuses or [])
     return str(pod.metadata.uid), restarts
 
 
 def scale(
-    b: apps.Bench, namespace: str, app: str, watcher: CommitWatcher, target: int
+    b: benches.Bench, namespace: str, app: str, watcher: CommitWatcher, target: int
 ) -> ScaleEvent:
     """Patch minExecutors to `target`; wait for the pods, hold, and for a commit after it."""
     before, _ = executor_pods(b, namespace, app)
     start = time.monotonic()
     patch = json.dumps({"spec": {"scaling": {"minExecutors": target}}})
     b.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
-    apps.wait_for(
+    benches.wait_for(
         lambda: executor_pods(b, namespace, app) == (target, target),
         timeout=EVENT_TIMEOUT,
         interval=0.2,
@@ -198,7 +223,7 @@ def scale(
     end = time.monotonic()
     after, _ = executor_pods(b, namespace, app)
     # The gap across the window's end closes: its length is known before the next event.
-    apps.wait_for(
+    benches.wait_for(
         lambda: watcher.last() > end,
         timeout=EVENT_TIMEOUT,
         interval=SAMPLE_SECONDS,
@@ -220,15 +245,15 @@ def scale(
     return event
 
 
-def pause(b: apps.Bench, namespace: str) -> PauseRun:
-    """Run the App steadily, then scale it up and down PAUSE_EVENTS times each."""
-    source, target, app = f"{b.run}-pause-in", f"{b.run}-pause-out", "pause"
-    executor_cpu = b.fitting_cpu(PAUSE_HIGH)
+def apply_app(
+    b: benches.Bench, namespace: str, app: str, *, source: str, target: str, executor_cpu: str
+) -> None:
+    """The App and its Topics, applied; its input there in Kafka."""
     b.apply(
         [
-            apps.topic_manifest(source, namespace, PAUSE_PARTITIONS),
-            apps.topic_manifest(target, namespace, PAUSE_PARTITIONS),
-            apps.copying_app(
+            manifests.topic_manifest(source, namespace, PAUSE_PARTITIONS),
+            manifests.topic_manifest(target, namespace, PAUSE_PARTITIONS),
+            installs.copying_app(
                 app,
                 namespace,
                 b.image,
@@ -236,7 +261,7 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
                 target=target,
                 sleep_ms=PAUSE_SLEEP_MS,
                 executor_cpu=executor_cpu,
-                scaling_spec={
+                scaling={
                     "minExecutors": PAUSE_LOW,
                     "maxExecutors": PAUSE_HIGH,
                     "executorCores": 1,
@@ -246,11 +271,18 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
             ),
         ]
     )
-    apps.wait_for(
+    benches.wait_for(
         lambda: source in b.admin.list_topics(timeout=10).topics,
         timeout=60,
         what=f"topic {source}",
     )
+
+
+def pause(b: benches.Bench, namespace: str) -> PauseRun:
+    """Run the App steadily, then scale it up and down PAUSE_EVENTS times each."""
+    source, target, app = f"{b.run}-pause-in", f"{b.run}-pause-out", "pause"
+    executor_cpu = b.fitting_cpu(PAUSE_HIGH)
+    apply_app(b, namespace, app, source=source, target=target, executor_cpu=executor_cpu)
     group = apprun.consumer_group(namespace=namespace, app=app)
     watcher = CommitWatcher(b.bootstrap, group, source, PAUSE_PARTITIONS)
     stop = threading.Event()
@@ -258,7 +290,7 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
     feeder.start()
     watcher.start()
     try:
-        apps.wait_for(
+        benches.wait_for(
             lambda: (
                 len(watcher.commits) >= WARM_COMMITS
                 and executor_pods(b, namespace, app) == (PAUSE_LOW, PAUSE_LOW)
@@ -285,7 +317,7 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
     # Where a long gap's seconds went (tasks lost, slow, rescheduled): the driver's log.
     driver_pod = naming.app_driver_pod_name(app)
     (b.logs / "pause-driver.log").write_text(b.kubectl("logs", "-n", namespace, driver_pod))
-    apps.delete_app(b, namespace, app)
+    observing.delete_app(b, namespace, app)
     return PauseRun(
         commits=tuple(watcher.commits),
         steady=steady,
@@ -295,9 +327,6 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
         executor_cpu=executor_cpu,
         sample_failures=watcher.failures,
     )
-
-
-# Figures (pure) ---------------------------------------------------------------------------------
 
 
 def gaps_within(commits: list[float] | tuple[float, ...], start: float, end: float) -> list[float]:
@@ -313,7 +342,7 @@ def longest_gap(commits: list[float] | tuple[float, ...], event: ScaleEvent) -> 
     return max(overlapping, default=float("nan"))
 
 
-def report(run: PauseRun) -> apps.Report:
+def report(run: PauseRun) -> reports.Report:
     """The figures (JSON) and the summary lines."""
     steady_gaps = gaps_within(run.commits, *run.steady)
     steady = statistics.median(steady_gaps)
@@ -343,7 +372,7 @@ def report(run: PauseRun) -> apps.Report:
         )
         lines.append(
             f"  scale-{direction}: longest gap median {median:.2f} s = {ratio:.2f}x steady "
-            f"(target < {TARGET_RATIO:.0f}x {apps.verdict(ratio < TARGET_RATIO)}); "
+            f"(target < {TARGET_RATIO:.0f}x {reports.verdict(ratio < TARGET_RATIO)}); "
             f"per event {each}"
         )
         figures[f"pause_scale_{direction}_longest_gap_median_s"] = median
