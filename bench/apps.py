@@ -76,9 +76,9 @@ from rillet.api.v1alpha1 import apps, objects, topics
 from rillet.devstack import stack as devstack
 from rillet.devstack import tools
 from rillet.devstack.operating import OperatorProcess
+from rillet.driverapi import wiring
 from rillet.kafka.lag import LagReader
-from rillet.reconcile import appobjects, apprun, naming, scaling
-from rillet.reconcile.appobjects import contexts, sparkconfs
+from rillet.reconcile import appobjects, naming, runresolving, scaling
 
 REPO = Path(__file__).resolve().parents[1]
 GROUP, VERSION = "rillet.io", "v1alpha1"
@@ -363,7 +363,7 @@ def running(core: Any, namespace: str, app: str, role: str = "executor") -> int:
 def group_lag(reader: LagReader, namespace: str, app: str, topic: str) -> int | None:
     """The App's consumer group's lag on `topic`, as the operator reads it (all of a partition
     the group has not committed counts: the Apps read from the earliest offsets)."""
-    group = apprun.consumer_group(namespace=namespace, app=app)
+    group = naming.consumer_group(namespace=namespace, app=app)
     found = asyncio.run(reader.observe({group: [topic]}, from_start={(group, topic)}))
     return found[(group, topic)].lag
 
@@ -595,7 +595,7 @@ def dynamic_allocation_way(b: Bench, namespace: str, app: str) -> Way:
         )
         for t in (source, target)
     }
-    run_spec = apprun.build_run_spec(
+    run_spec = runresolving.build_run_spec(
         model,
         topics_by_name=topic_models,
         tables_by_name={},
@@ -607,7 +607,7 @@ def dynamic_allocation_way(b: Bench, namespace: str, app: str) -> Way:
     built = appobjects.build_app_objects(model, run_spec, env)
     config_map = copy.deepcopy(built.config_map)
     spark_conf = {**built.spark_conf, **DYNAMIC_ALLOCATION}
-    config_map["data"][contexts.SPARK_CONF_KEY] = sparkconfs.render(spark_conf)
+    config_map["data"][wiring.SPARK_CONF_KEY] = wiring.render_spark_conf(spark_conf)
     b.apply(
         [
             built.service_account,
@@ -749,7 +749,7 @@ def check_unwatched(b: Bench, way: Way) -> None:
     }
     name = naming.app_run_config_name(way.app)
     data = b.core.read_namespaced_config_map(name, way.namespace).data
-    conf = json.loads(data[contexts.SPARK_CONF_KEY])
+    conf = json.loads(data[wiring.SPARK_CONF_KEY])
     if written or conf.get("spark.dynamicAllocation.enabled") != "true":
         raise RuntimeError(
             f"an operator handles namespace {way.namespace} (App status {written}): stop it, "

@@ -165,17 +165,18 @@ def app_manifest(
 def spark_worker(args: argparse.Namespace) -> None:
     """In a process of its own: run the App once, print its figures as JSON."""
     from rillet.devstack import spark as devspark
-    from rillet.reconcile import apprun
+    from rillet.driverapi import runspecs
+    from rillet.reconcile import manifests
     from rillet.runtime import commands, driving
 
     documents = app_manifest(
         source=args.source, target=args.target, stateless=args.stateless, delivery=args.delivery
     )
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers=args.bootstrap, checkpoint_location=args.checkpoint
     )
     catch_up = args.trigger == "available-now"
-    trigger = apprun.TriggerSpec(
+    trigger = runspecs.TriggerSpec(
         available_now=catch_up,
         processing_time_ms=TRIGGER_MS if args.trigger == "processing-time" else None,
         real_time_ms=300_000 if args.trigger == "real-time" else None,

@@ -56,7 +56,7 @@ from typing import Any
 import apps
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from rillet.reconcile import apprun, naming
+from rillet.reconcile import naming
 
 PAUSE_PARTITIONS = 4
 PAUSE_LOW, PAUSE_HIGH = 1, 3  # executors before a scale-up, after it
@@ -251,7 +251,7 @@ def pause(b: apps.Bench, namespace: str) -> PauseRun:
         timeout=60,
         what=f"topic {source}",
     )
-    group = apprun.consumer_group(namespace=namespace, app=app)
+    group = naming.consumer_group(namespace=namespace, app=app)
     watcher = CommitWatcher(b.bootstrap, group, source, PAUSE_PARTITIONS)
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(b.bootstrap, source, stop), daemon=True)

@@ -26,7 +26,7 @@ import pytest
 from rillet.api.v1alpha1 import apps
 from rillet.reconcile import appstatus, checkpointloss, statuses
 from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputObservation
-from rillet.runtime import incluster
+from rillet.runtime import terminating
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING_DRIVER = DriverObservation(phase="Running", ready=True)
@@ -282,7 +282,7 @@ def test_a_lost_checkpoint_stalls_from_the_first_exit_until_the_driver_runs() ->
 
 def test_the_drivers_own_termination_message_of_a_lost_checkpoint_is_recognized() -> None:
     """What `rillet drive` writes to the termination log for the error the driver raises."""
-    written = incluster.summarize_error(checkpointloss.CheckpointLostError(LOST))
+    written = terminating.summarize_error(checkpointloss.CheckpointLostError(LOST))
     driver = DriverObservation(phase="Running", restart_count=1, last_message=written)
 
     stalled = appstatus.derive_standing(_observe(driver=driver)).verdict
