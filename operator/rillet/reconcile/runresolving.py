@@ -256,18 +256,9 @@ def build_run_spec(
         raise UnresolvedError(
             [f"App {name}: no checkpoint location (set spec.checkpoint.location)"]
         )
-    inputs = tuple(
-        build_input(i, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
-        for i in spec.inputs
+    inputs, outputs = _build_streams(
+        spec, topics_by_name=topics_by_name, tables_by_name=tables_by_name
     )
-    windowed = _windowed_lookups(inputs)
-    if windowed:
-        raise UnresolvedError(windowed)
-    outputs = tuple(
-        build_output(o, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
-        for o in spec.outputs
-    )
-    _check_unique_outputs(outputs)
     spark_conf = dict(spec.spark_conf or {})
     return runspecs.RunSpec(
         app=name,
@@ -296,6 +287,28 @@ def build_run_spec(
         ),
         spark_conf=spark_conf,
     )
+
+
+def _build_streams(
+    spec: apps.AppSpec,
+    *,
+    topics_by_name: Mapping[str, topics.Topic],
+    tables_by_name: Mapping[str, tables.Table],
+) -> tuple[tuple[runspecs.InputSpec, ...], tuple[runspecs.OutputSpec, ...]]:
+    """The App's inputs and outputs, resolved; UnresolvedError for what cannot run."""
+    inputs = tuple(
+        build_input(i, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
+        for i in spec.inputs
+    )
+    windowed = _windowed_lookups(inputs)
+    if windowed:
+        raise UnresolvedError(windowed)
+    outputs = tuple(
+        build_output(o, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
+        for o in spec.outputs
+    )
+    _check_unique_outputs(outputs)
+    return inputs, outputs
 
 
 def _check_unique_outputs(outputs: tuple[runspecs.OutputSpec, ...]) -> None:

@@ -22,7 +22,7 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +30,9 @@ from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import manifests, runresolving
 from rillet.runtime import classsharing, tablecommands, terminating
 from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
+
+if TYPE_CHECKING:  # imported where used: `rillet run` needs none of it
+    from rillet.runtime import incluster
 
 JARS_ENV = "RILLET_SPARK_JARS"
 
@@ -260,16 +263,7 @@ def drive_app(
         return typer.Exit(code=1)
 
     try:
-        spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
-        pod = incluster.PodIdentity.from_environ(os.environ)
-        operator_conf = wiring.parse_spark_conf_json(os.environ.get(wiring.SPARK_CONF_ENV))
-        conf = incluster.build_drive_conf(
-            operator_conf=operator_conf,
-            pod=pod,
-            app_name=spec.app,
-            jars=jars,
-            executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
-        )
+        spec, pod, conf, operator_conf = _drive_settings(run_spec, jars, executor_pod_template)
     except runspecs.ContractMismatchError as error:
         raise fail(terminating.summarize_error(error)) from None
     except ValueError as error:
@@ -309,6 +303,26 @@ def drive_app(
             refused = kafkalogin.refused_topics(spec)
             raise fail(kafkalogin.access_denied(text, spec, refused)) from None
         raise fail(terminating.summarize_error(error)) from None
+
+
+def _drive_settings(
+    run_spec: Path, jars: str | None, executor_pod_template: Path | None
+) -> tuple[runspecs.RunSpec, incluster.PodIdentity, dict[str, str], dict[str, str]]:
+    """The run spec, the pod's identity, the driver's Spark conf and the operator's part of it;
+    ValueError (or runspecs.ContractMismatchError) saying what is wrong."""
+    from rillet.runtime import incluster, kafkalogin
+
+    spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
+    pod = incluster.PodIdentity.from_environ(os.environ)
+    operator_conf = wiring.parse_spark_conf_json(os.environ.get(wiring.SPARK_CONF_ENV))
+    conf = incluster.build_drive_conf(
+        operator_conf=operator_conf,
+        pod=pod,
+        app_name=spec.app,
+        jars=jars,
+        executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
+    )
+    return spec, pod, conf, operator_conf
 
 
 def class_archive(

@@ -11,10 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rillet.driverapi import wiring
+from rillet.driverapi import terminations, wiring
 
-# Kubernetes keeps at most 4096 bytes of a termination message; a condition wants one line.
-MESSAGE_LIMIT = 1024
 TERMINATION_LOG = Path(wiring.TERMINATION_LOG)
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -23,7 +21,7 @@ _QUERY_FAILED = re.compile(r"^(query \S+ failed): ")
 _PY4J_CALL = "An error occurred while calling"
 
 
-def summarize_text(text: str, *, limit: int = MESSAGE_LIMIT) -> str:
+def summarize_text(text: str, *, limit: int = terminations.MESSAGE_LIMIT) -> str:
     """One line saying what went wrong, from an error's text.
 
     A Python traceback inside the text (a UDF or foreachBatch raising in a query) gives its
@@ -43,7 +41,7 @@ def summarize_text(text: str, *, limit: int = MESSAGE_LIMIT) -> str:
     return _clip(_STREAM_FAILED.sub("", lines[0]) if lines else text.strip(), limit)
 
 
-def summarize_error(error: BaseException, *, limit: int = MESSAGE_LIMIT) -> str:
+def summarize_error(error: BaseException, *, limit: int = terminations.MESSAGE_LIMIT) -> str:
     """One line for an error that ended the driver: `Type: message`, or the query's failure.
 
     (driving.QueryFailedError is told by its name: importing driving imports pyspark.)
