@@ -15,7 +15,7 @@ import logging
 import sys
 from pathlib import Path
 
-from rillet.driverapi import runspecs
+from rillet.driverapi import runspecs, wiring
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rillet.runtime", description=__doc__)
     parser.add_argument("spec", type=Path, help="the run spec, as JSON")
     parser.add_argument("--metrics-host", default="0.0.0.0")  # scraped from outside the pod
-    parser.add_argument("--metrics-port", type=int, default=9090)
+    parser.add_argument("--metrics-port", type=int, default=wiring.METRICS_PORT)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
