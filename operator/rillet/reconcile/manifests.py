@@ -20,7 +20,7 @@ from rillet.reconcile import runresolving
 class Manifests(BaseModel):
     """The Rillet objects of a set of manifests, by kind and name."""
 
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
     apps: dict[str, apps.App]
     topics: dict[str, topics.Topic]
