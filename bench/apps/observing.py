@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from bench.apps import benches, settings
 from rillet.kafka.lag import LagReader
-from rillet.reconcile import apprun
+from rillet.reconcile import naming
 
 
 def app_body(b: benches.Bench, namespace: str, name: str) -> dict[str, Any]:
@@ -43,7 +43,7 @@ def running(core: Any, namespace: str, app: str, role: str = "executor") -> int:
 def group_lag(reader: LagReader, namespace: str, app: str, topic: str) -> int | None:
     """The App's consumer group's lag on `topic`, as the operator reads it (all of a partition
     the group has not committed counts: the Apps read from the earliest offsets)."""
-    group = apprun.consumer_group(namespace=namespace, app=app)
+    group = naming.consumer_group(namespace=namespace, app=app)
     found = asyncio.run(reader.observe({group: [topic]}, from_start={(group, topic)}))
     return found[(group, topic)].lag
 

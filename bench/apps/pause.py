@@ -56,7 +56,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.apps import benches, manifests, observing, reports
-from rillet.reconcile import apprun, naming
+from rillet.reconcile import naming
 from rillet_devstack import installs
 
 PAUSE_PARTITIONS = 4
@@ -283,7 +283,7 @@ def pause(b: benches.Bench, namespace: str) -> PauseRun:
     source, target, app = f"{b.run}-pause-in", f"{b.run}-pause-out", "pause"
     executor_cpu = b.fitting_cpu(PAUSE_HIGH)
     apply_app(b, namespace, app, source=source, target=target, executor_cpu=executor_cpu)
-    group = apprun.consumer_group(namespace=namespace, app=app)
+    group = naming.consumer_group(namespace=namespace, app=app)
     watcher = CommitWatcher(b.bootstrap, group, source, PAUSE_PARTITIONS)
     stop = threading.Event()
     feeder = threading.Thread(target=feed, args=(b.bootstrap, source, stop), daemon=True)

@@ -13,8 +13,8 @@ from confluent_kafka.admin import NewTopic
 
 from bench.apps import benches, manifests, observing, settings
 from rillet.api.v1alpha1 import apps, objects, topics
-from rillet.reconcile import appobjects, apprun, naming
-from rillet.reconcile.appobjects import contexts, sparkconfs
+from rillet.driverapi import wiring
+from rillet.reconcile import appobjects, naming, runresolving
 from rillet_devstack import installs
 
 
@@ -95,7 +95,7 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
         )
         for t in (source, target)
     }
-    run_spec = apprun.build_run_spec(
+    run_spec = runresolving.build_run_spec(
         model,
         topics_by_name=topic_models,
         tables_by_name={},
@@ -107,7 +107,7 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
     built = appobjects.build_app_objects(model, run_spec, env)
     config_map = copy.deepcopy(built.config_map)
     spark_conf = {**built.spark_conf, **settings.DYNAMIC_ALLOCATION}
-    config_map["data"][contexts.SPARK_CONF_KEY] = sparkconfs.render(spark_conf)
+    config_map["data"][wiring.SPARK_CONF_KEY] = wiring.render_spark_conf(spark_conf)
     b.apply(
         [
             built.service_account,
@@ -132,7 +132,7 @@ def check_unwatched(b: benches.Bench, way: Way) -> None:
     }
     name = naming.app_run_config_name(way.app)
     data = b.core.read_namespaced_config_map(name, way.namespace).data
-    conf = json.loads(data[contexts.SPARK_CONF_KEY])
+    conf = json.loads(data[wiring.SPARK_CONF_KEY])
     if written or conf.get("spark.dynamicAllocation.enabled") != "true":
         raise RuntimeError(
             f"an operator handles namespace {way.namespace} (App status {written}): stop it, "

@@ -22,18 +22,19 @@ WORKER = (sys.executable, "-m", "bench.pipeline", "spark-worker")
 
 def spark_worker(args: argparse.Namespace) -> None:
     """In a process of its own: run the App once, print its figures as JSON."""
-    from rillet.reconcile import apprun
+    from rillet.driverapi import runspecs
+    from rillet.reconcile import manifests as runmanifests
     from rillet.runtime import commands, driving
     from rillet_devstack import spark as devspark
 
     documents = manifests.app_manifest(
         source=args.source, target=args.target, stateless=args.stateless, delivery=args.delivery
     )
-    spec = apprun.build_run_spec_from_manifests(
+    spec = runmanifests.build_run_spec_from_manifests(
         documents, bootstrap_servers=args.bootstrap, checkpoint_location=args.checkpoint
     )
     catch_up = args.trigger == "available-now"
-    trigger = apprun.TriggerSpec(
+    trigger = runspecs.TriggerSpec(
         available_now=catch_up,
         processing_time_ms=settings.TRIGGER_MS if args.trigger == "processing-time" else None,
         real_time_ms=300_000 if args.trigger == "real-time" else None,

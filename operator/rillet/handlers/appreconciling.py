@@ -26,15 +26,16 @@ from typing import Any, Final, Literal
 import pydantic
 
 from rillet.api.v1alpha1 import apps, objects, tables, topics
+from rillet.driverapi import reports, runspecs
 from rillet.handlers import appaccess, indexes
 from rillet.k8s import applying
 from rillet.reconcile import (
     appobjects,
     appobservations,
-    apprun,
     appstatus,
     kafkaaccess,
     naming,
+    runresolving,
     statuses,
 )
 from rillet.settings import AppSettings, KafkaSettings
@@ -62,7 +63,7 @@ class AppDeps:
     access: appaccess.AppAccess | None = None  # per-App Kafka principals, when on
 
 
-def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogin | None:
+def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> runspecs.KafkaLogin | None:
     """How App drivers log in to Kafka: as the App's own principal when those are on.
 
     Raises ValueError when they are on but the operator does not log in with SASL/SCRAM: its
@@ -80,7 +81,7 @@ def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogi
             "with SASL/SCRAM: set kafka.securityProtocol to SASL_SSL and kafka.saslMechanism to "
             f"SCRAM-SHA-512 (now {protocol}, {mechanism or 'no mechanism'})"
         )
-    return apprun.KafkaLogin.model_validate(
+    return runspecs.KafkaLogin.model_validate(
         {
             "security_protocol": protocol,
             "sasl_mechanism": mechanism,
@@ -183,8 +184,8 @@ def _run_spec(
     app: apps.App,
     found: Mapping[appobservations.Reference, Mapping[str, Any]],
     env: appobjects.AppEnvironment,
-) -> apprun.RunSpec:
-    return apprun.build_run_spec(
+) -> runspecs.RunSpec:
+    return runresolving.build_run_spec(
         app,
         topics_by_name={name: _topic(b) for (kind, name), b in found.items() if kind == "Topic"},
         tables_by_name={name: _table(b) for (kind, name), b in found.items() if kind == "Table"},
@@ -196,7 +197,7 @@ def _run_spec(
 
 
 def _copartitioning(
-    run_spec: apprun.RunSpec,
+    run_spec: runspecs.RunSpec,
     spec: Mapping[str, Any],
     found: Mapping[appobservations.Reference, Mapping[str, Any]],
 ) -> tuple[str, ...]:
@@ -329,7 +330,7 @@ def observe(
 ) -> appstatus.AppObservation:
     """The observation of an App after a reconcile (scaling figures kept from its status)."""
     spec, previous = body.get("spec") or {}, body.get("status") or {}
-    progress = appobservations.read_progress(driver_pod)
+    progress = reports.read_progress(driver_pod)
     executors = previous.get("executors") or {}
     suspended = bool(spec.get("suspend"))
     return appstatus.AppObservation(

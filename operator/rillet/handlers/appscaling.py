@@ -31,12 +31,13 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import appresources
+from rillet.driverapi import reports
 from rillet.handlers import appreconciling, indexes
 from rillet.handlers.resyncing import is_due
 from rillet.k8s import applying
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.lag import LagReader, TopicLag
-from rillet.reconcile import appobservations, apprun, appstatus, scaling, statuses
+from rillet.reconcile import appobservations, appstatus, naming, scaling, statuses
 from rillet.reconcile.appobjects import metadata
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ def target_of(body: Mapping[str, Any], views: indexes.AppViews) -> Target:
             declared[ref] = topic_spec.get("partitions")
     return Target(
         body=body,
-        group=apprun.consumer_group(namespace=namespace, app=name),
+        group=naming.consumer_group(namespace=namespace, app=name),
         inputs=appobservations.stream_inputs(spec, kafka_names, declared),
     )
 
@@ -167,7 +168,7 @@ def parallelism_of(
         or known.input_partitions
         or appobservations.declared_partitions(target.inputs)
     )
-    state = appobservations.read_progress(driver).state_partitions or known.state_partitions
+    state = reports.read_progress(driver).state_partitions or known.state_partitions
     return scaling.Parallelism(input_partitions=partitions, state_partitions=state)
 
 
@@ -182,7 +183,7 @@ def observe(
     namespace, name = target.key
     driver = driver_pod(target, pods)
     executors = pods.get((namespace, name, "executor"), [])
-    progress = appobservations.read_progress(driver)
+    progress = reports.read_progress(driver)
     return appstatus.AppObservation(
         generation=target.body["metadata"].get("generation"),
         driver=appobservations.driver_observation(driver) if driver else None,

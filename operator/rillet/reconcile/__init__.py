@@ -3,8 +3,8 @@
 Plain data in, plain data out, no I/O: no kopf, Kubernetes, Kafka, pyspark, HTTP or subprocess
 import (a contract in `.importlinter`), so every decision is unit-tested without a cluster. The
 Topic and Table paths (`topics`, `topicconfigs`, `tables`, `claims`, `statuses`), the App's
-(`apprun`, `appobjects`, `appobservations`, `appstatus`, `scaling`, `checkpointloss`,
+(`runresolving`, `manifests`, `sparkdefaults`, `appobjects`, `appobservations`, `appstatus`, `scaling`, `checkpointloss`,
 `kafkaaccess`), Table servers (`tableservers`) and leader election (`leases`). Any layer above it
-(`kafka`, `k8s`, `runtime`, `handlers`, `serving`, `cli`) may import it; it may import only `api`
-and `crdgen`.
+(`kafka`, `k8s`, `runtime`, `handlers`, `serving`, `cli`) may import it; it may import only `driverapi`,
+`crdgen` and `api`.
 """

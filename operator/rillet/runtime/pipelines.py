@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import statements
 
 
@@ -66,7 +66,7 @@ class Results:
 
 
 def run_pipeline(
-    spark: SparkSession, pipeline: apprun.PipelineSpec, inputs: Mapping[str, DataFrame]
+    spark: SparkSession, pipeline: runspecs.PipelineSpec, inputs: Mapping[str, DataFrame]
 ) -> Results:
     """Run the SQL statements or call the Python function; returns its results (not started)."""
     if pipeline.sql is not None:

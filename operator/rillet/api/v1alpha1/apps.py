@@ -64,17 +64,6 @@ RESERVED_SPARK_CONF_PREFIXES = ("spark.dynamicAllocation.", "spark.kubernetes.au
 APP_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 APP_NAME_MAX_LENGTH = 45
 
-# The parts of the spec live in appflows and appresources. These names are kept for
-# reconcile/apprun.py, which still says `apps.Input` etc.
-# TODO(merge): drop them once apprun's split imports appflows and appresources itself.
-StartingOffsets = appflows.StartingOffsets
-OutputMode = appflows.OutputMode
-EventTime = appflows.EventTime
-Input = appflows.Input
-Output = appflows.Output
-CheckpointLossPolicy = appresources.CheckpointLossPolicy
-Trigger = appresources.Trigger
-
 Phase = Literal["Pending", "Running", "Suspended", "Failed"]
 # Which partitions set an App's executor cap: its inputs' (the read stage) or its state's (the
 # stage after a stateful query's shuffle), whichever runs more tasks at once.
