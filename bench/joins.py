@@ -35,10 +35,12 @@ import yaml
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import spark as devspark
-from rillet.devstack import stack as devstack
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests
 from rillet.runtime import commands, driving, progress, watermarks
+from rillet_devstack import spark as devspark
+from rillet_devstack import stack as devstack
+from rillet_devstack import starting
 
 SIZES = (10_000, 1_000_000)
 PARTITIONS = 6
@@ -146,19 +148,19 @@ def check_output(bootstrap: str, topic: str) -> None:
         sys.exit(f"wrong output in {topic}: {rows} rows, {wrong} with the wrong tier")
 
 
-def app_spec(bootstrap: str, way: str, topics: dict[str, str]) -> apprun.RunSpec:
+def app_spec(bootstrap: str, way: str, topics: dict[str, str]) -> runspecs.RunSpec:
     """The App's run spec, joining the `way` given, on `topics` (events, users, enriched)."""
     lookups = "lookups: [{table: users, keyColumns: [user]}]" if way == "lookup" else ""
     sql = json.dumps(LOOKUP_SQL if way == "lookup" else JOIN_SQL)
     text = MANIFEST % {**topics, "lookups": lookups, "sql": sql}
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         list(yaml.safe_load_all(text)),
         bootstrap_servers=bootstrap,
         checkpoint_location=tempfile.mkdtemp(prefix="rillet-bench-joins-"),
     )
     return spec.model_copy(
         update={
-            "trigger": apprun.TriggerSpec(available_now=True),
+            "trigger": runspecs.TriggerSpec(available_now=True),
             "max_offsets_per_trigger": PER_BATCH,
             "shuffle_partitions": PARTITIONS,
         }
@@ -184,7 +186,7 @@ def run(spark: Any, bootstrap: str, way: str, topics: dict[str, str]) -> list[fl
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     bootstrap = state.kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     jars = [str(jar) for jar in devspark.spark_jars()]

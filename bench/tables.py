@@ -36,8 +36,8 @@ import httpx
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import processes
-from rillet.devstack import stack as devstack
+from rillet_devstack import processes, starting
+from rillet_devstack import stack as devstack
 
 KEYS = 1_000_000
 PARTITIONS = 6
@@ -106,7 +106,7 @@ def timed_cli(*args: str) -> float:
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     bootstrap = state.kafka_bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"bench-tables-{uuid.uuid4().hex[:6]}"
@@ -119,72 +119,103 @@ def main() -> None:
     try:
         fill_seconds = fill(bootstrap, topic)
         print(f"wrote {KEYS} keys in {fill_seconds:.1f}s", flush=True)
-        env = {**os.environ, "RILLET_KAFKA_BOOTSTRAP": bootstrap}
         started = time.monotonic()
-        server = subprocess.Popen(
-            [
-                *CLI,
-                "table",
-                "serve",
-                TABLE,
-                f"--topic={topic}",
-                "--key-format=json",
-                f"--port={port}",
-                f"--store-dir={workdir / 'store'}",
-                "--host=127.0.0.1",
-            ],
-            env=env,
-            stdout=(workdir / "server.log").open("wb"),
-            stderr=subprocess.STDOUT,
-        )
+        server = start_server(bootstrap, topic, port, workdir)
         url = f"http://127.0.0.1:{port}"
+        rng = random.Random(1)
         with httpx.Client(timeout=10) as session:
-            while True:
-                try:
-                    if session.get(f"{url}/readyz").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert server.poll() is None, (workdir / "server.log").read_text()[-2000:]
-                time.sleep(0.2)
+            wait_ready(session, url, server, workdir)
             ready_seconds = time.monotonic() - started
             print(f"(a) server Ready after {ready_seconds:.1f}s ({KEYS} keys loaded)", flush=True)
-
-            rng = random.Random(1)
-            lookup_p50, lookup_p99, health_p50, health_p99 = [], [], [], []
-            for _ in range(ROUNDS):
-                keys = [key_of(rng.randrange(KEYS)).decode() for _ in range(LOOKUPS)]
-                urls = [f"{url}/tables/{TABLE}/{quote(k, safe='')}" for k in keys]
-                lookups = timed_gets(session, urls)
-                health = timed_gets(session, [f"{url}/healthz"] * LOOKUPS)
-                lookup_p50.append(statistics.median(lookups))
-                lookup_p99.append(percentile(lookups, 0.99))
-                health_p50.append(statistics.median(health))
-                health_p99.append(percentile(health, 0.99))
-
-        lookup_args = ["--topic", topic, "--key-format", "json", "-b", bootstrap]
-        cli_runs = [
-            timed_cli(
-                "get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--server", url
-            )
-            for _ in range(CLI_RUNS)
-        ]
-        startup_runs = [timed_cli("get", "--help") for _ in range(CLI_RUNS)]
-        scans = [
-            timed_cli(
-                "get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--timeout", "600"
-            )
-            for _ in range(SCAN_RUNS)
-        ]
+            served = lookup_rounds(session, url, rng)
+        cli = cli_runs(bootstrap, topic, url, rng)
     finally:
         if server is not None:
             server.terminate()
             server.wait(timeout=30)
         admin.delete_topics([topic])[topic].result(timeout=60)
+    report(ready_seconds, served, cli)
 
+
+def start_server(bootstrap: str, topic: str, port: int, workdir: Path) -> subprocess.Popen[bytes]:
+    """(a) `rillet table serve` on the topic, its log in `workdir`."""
+    env = {**os.environ, "RILLET_KAFKA_BOOTSTRAP": bootstrap}
+    return subprocess.Popen(
+        [
+            *CLI,
+            "table",
+            "serve",
+            TABLE,
+            f"--topic={topic}",
+            "--key-format=json",
+            f"--port={port}",
+            f"--store-dir={workdir / 'store'}",
+            "--host=127.0.0.1",
+        ],
+        env=env,
+        stdout=(workdir / "server.log").open("wb"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def wait_ready(
+    session: httpx.Client, url: str, server: subprocess.Popen[bytes], workdir: Path
+) -> None:
+    while True:
+        try:
+            if session.get(f"{url}/readyz").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert server.poll() is None, (workdir / "server.log").read_text()[-2000:]
+        time.sleep(0.2)
+
+
+Rounds = tuple[list[float], list[float], list[float], list[float]]
+
+
+def lookup_rounds(session: httpx.Client, url: str, rng: random.Random) -> Rounds:
+    """(b): per round, the lookups' p50 and p99 and those of /healthz."""
+    lookup_p50, lookup_p99, health_p50, health_p99 = [], [], [], []
+    for _ in range(ROUNDS):
+        keys = [key_of(rng.randrange(KEYS)).decode() for _ in range(LOOKUPS)]
+        urls = [f"{url}/tables/{TABLE}/{quote(k, safe='')}" for k in keys]
+        lookups = timed_gets(session, urls)
+        health = timed_gets(session, [f"{url}/healthz"] * LOOKUPS)
+        lookup_p50.append(statistics.median(lookups))
+        lookup_p99.append(percentile(lookups, 0.99))
+        health_p50.append(statistics.median(health))
+        health_p99.append(percentile(health, 0.99))
+    return lookup_p50, lookup_p99, health_p50, health_p99
+
+
+def cli_runs(
+    bootstrap: str, topic: str, url: str, rng: random.Random
+) -> tuple[list[float], list[float], list[float]]:
+    """(c) and (d): seconds of `rillet table get` served, of its start-up, and by scan."""
+    lookup_args = ["--topic", topic, "--key-format", "json", "-b", bootstrap]
+    served = [
+        timed_cli("get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--server", url)
+        for _ in range(CLI_RUNS)
+    ]
+    startup_runs = [timed_cli("get", "--help") for _ in range(CLI_RUNS)]
+    scans = [
+        timed_cli(
+            "get", TABLE, key_of(rng.randrange(KEYS)).decode(), *lookup_args, "--timeout", "600"
+        )
+        for _ in range(SCAN_RUNS)
+    ]
+    return served, startup_runs, scans
+
+
+def report(
+    ready_seconds: float, served: Rounds, cli: tuple[list[float], list[float], list[float]]
+) -> None:
+    lookup_p50, lookup_p99, health_p50, health_p99 = served
+    served_cli, startup_runs, scans = cli
     p50, p99 = statistics.median(lookup_p50), statistics.median(lookup_p99)
     base50, base99 = statistics.median(health_p50), statistics.median(health_p99)
-    cli50, cli99 = statistics.median(cli_runs), percentile(cli_runs, 0.99)
+    cli50, cli99 = statistics.median(served_cli), percentile(served_cli, 0.99)
     startup = statistics.median(startup_runs)
     scan = statistics.median(scans)
     results = {

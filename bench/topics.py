@@ -29,8 +29,9 @@ import yaml
 from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client, config
 
-from rillet.devstack import stack as devstack
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import stack as devstack
+from rillet_devstack import starting
+from rillet_devstack.operating import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 SINGLE_RUNS = 50
@@ -206,7 +207,7 @@ def verdict(ok: bool) -> str:
 
 
 def main() -> None:
-    state = devstack.running() or devstack.up()
+    state = devstack.running() or starting.up()
     kubeconfig = state.kubeconfig
     kubectl(kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
@@ -249,6 +250,16 @@ def main() -> None:
         "c_cpu_seconds_per_resync_of_1000": per_resync,
     }
     print(json.dumps(results, indent=2))
+    report(results)
+
+
+def report(results: dict[str, float]) -> None:
+    """The summary lines of the figures, with the targets."""
+    baseline_one = results["a_baseline_adminclient_create_one_p50_s"]
+    bulk_seconds = results["b_bulk_all_ready_s"]
+    baseline_bulk = results["b_baseline_adminclient_create_1000_s"]
+    rss = results["b_operator_peak_rss_mb"]
+    per_resync = results["c_cpu_seconds_per_resync_of_1000"]
     print(
         f"(a) apply->Kafka p50 {results['a_to_kafka_p50_s']:.3f}s p99 "
         f"{results['a_to_kafka_p99_s']:.3f}s; apply->Ready p50 {results['a_to_ready_p50_s']:.3f}s "

@@ -28,7 +28,8 @@ from typing import Any
 
 import pytest
 
-from rillet.devstack import stack as devstack
+from rillet_devstack import stack as devstack
+from rillet_devstack import stopping
 from tests import hostsnapshot
 
 TESTS = Path(__file__).parent
@@ -95,7 +96,7 @@ def stop_stack(
 ) -> list[str]:
     """`rillet dev down`; what it left behind (nothing, when it cleaned up fully): by its own
     lists, and, given the host as it was before `up`, by the host's (tests/hostsnapshot.py)."""
-    devstack.down()
+    stopping.down()
     left = devstack.leftovers(state)
     if before is not None:
         left += hostsnapshot.left_behind_since(before, hostsnapshot.StackScope.of(state))

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet.devstack import hostcleanup, node, paths
-from rillet.devstack import stack as devstack
+from rillet_devstack import hostcleanup, noderunning, paths
+from rillet_devstack import stack as devstack
 from tests.integration import isolation
 
 # Every process a test starts inherits it (with the test session's id).
@@ -368,7 +368,7 @@ def read_rules() -> tuple[str, ...]:
 def read_sysctls() -> dict[str, str]:
     """The writable settings under net.* (a read-only one, like a conntrack count, no one set)
     and those the node's parts set elsewhere (node.SYSCTLS), by dotted name."""
-    values = dict(node.read_sysctls())
+    values = dict(noderunning.read_sysctls())
     root = Path("/proc/sys")
     for directory, _, files in os.walk(root / "net"):
         for name in files:

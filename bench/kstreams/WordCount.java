@@ -15,7 +15,7 @@ import org.apache.kafka.streams.kstream.Produced;
 import org.apache.kafka.streams.kstream.Repartitioned;
 
 /**
- * Word count on Kafka Streams: row (e) of bench/pipeline.py, the peer users would pick instead
+ * Word count on Kafka Streams: row (e) of bench/pipeline/, the peer users would pick instead
  * of a Rillet App. The same work: split each line into words, count per word (a RocksDB store
  * behind the default record cache), write the changed counts as JSON to a topic.
  *

@@ -1,7 +1,7 @@
 /*
  * The pod sandbox's process (what registry.k8s.io/pause runs): hold the pod's namespaces open,
  * reap orphaned children while PID 1, and exit 0 on SIGINT/SIGTERM. Built static (gcc -Os
- * -static) into a `FROM scratch` image by rillet.devstack.images.build_pause.
+ * -static) into a `FROM scratch` image by rillet_devstack.images.build_pause.
  */
 #include <signal.h>
 #include <stdlib.h>

@@ -31,11 +31,11 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet.devstack import hostcleanup, processes, provisioning, tools
-from rillet.devstack import node as devnode
-from rillet.devstack import stack as devstack
-from rillet.devstack.kafka import KafkaCluster
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import hostcleanup, nodechecking, processes, provisioning, starting, tools
+from rillet_devstack import node as devnode
+from rillet_devstack import stack as devstack
+from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.operating import OperatorProcess
 from tests import conftest as shared
 from tests import hostsnapshot
 
@@ -82,7 +82,7 @@ def stack() -> Iterator[devstack.StackState]:
         stops = existing is None and not shared.controller_stops_the_stack()
         before = hostsnapshot.take() if stops else None
         # A reused stack gets the images of the sources as they are (rebuilt only if changed).
-        state = devstack.with_current_images(existing) if existing else devstack.up(brokers=1)
+        state = starting.with_current_images(existing) if existing else starting.up(brokers=1)
     yield state
     if stops:
         left = shared.stop_stack(state, before)
@@ -227,9 +227,9 @@ def _why_pods_wait(kube: Kube, stack: devstack.StackState) -> list[str]:
         if not processes.is_alive(p)
     ]
     found = kube.api.read("node", devnode.NODE_NAME)
-    node = devnode.why_pods_wait(found) if found else ["the node is not registered"]
+    node = nodechecking.why_pods_wait(found) if found else ["the node is not registered"]
     pending = kube.api.list("pod", fields="status.phase=Pending")
-    if unattended := devnode.unattended_pods(pending, now=datetime.now(UTC)):
+    if unattended := nodechecking.unattended_pods(pending, now=datetime.now(UTC)):
         node.append(f"pods waiting over a minute for: {', '.join(unattended)}")
     return exited + node
 

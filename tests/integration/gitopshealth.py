@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rillet.devstack import provisioning, toolchain
-from rillet.devstack.commands import run_logged
+from rillet_devstack import gobuilding, provisioning, reporting, toolchain
+from rillet_devstack.commands import run_logged
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCE = REPO / "tests" / "gitopshealth"
@@ -53,13 +53,13 @@ def source_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-def _build(scratch: Path, target: Path, progress: provisioning.Progress) -> None:
+def _build(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Compile a copy of the sources (go.sum must be complete: -mod=readonly) into `target`."""
     module = scratch / "src"
     module.mkdir()
     for path in _sources():
         shutil.copy2(path, module / path.name)
-    env = {**provisioning.GO_ENV, "GOFLAGS": "-mod=readonly"}
+    env = {**gobuilding.GO_ENV, "GOFLAGS": "-mod=readonly"}
     run_logged(
         ["go", "build", "-trimpath", "-o", target / BINARY, "."],
         cwd=module,

@@ -30,9 +30,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
-from rillet.devstack import spark as devspark
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests
 from rillet.runtime import commands, driving, listening, tables, watermarks
+from rillet_devstack import spark as devspark
 from tests.integration.polling import wait_for
 
 REPO = Path(__file__).parents[2]
@@ -209,17 +210,17 @@ def build_spec(
     app: str | None = None,
     available_now: bool = True,
     **overrides: Any,
-) -> apprun.RunSpec:
-    spec = apprun.build_run_spec_from_manifests(
+) -> runspecs.RunSpec:
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers=bootstrap, app_name=app, checkpoint_location=str(checkpoint)
     )
     if available_now:
-        overrides["trigger"] = apprun.TriggerSpec(available_now=True)
+        overrides["trigger"] = runspecs.TriggerSpec(available_now=True)
     return spec.model_copy(update=overrides)
 
 
 def start_app(
-    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+    spec: runspecs.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
 ) -> driving.Driver:
     """Start an App's queries in this process's SparkSession."""
     spark = driving.build_session(
@@ -231,7 +232,7 @@ def start_app(
 
 
 def run_app(
-    spec: apprun.RunSpec,
+    spec: runspecs.RunSpec,
     *,
     on_batch: Sequence[listening.BatchHandler] = (),
     timeout: float = 300,
@@ -261,7 +262,7 @@ def wait_to_end(driver: driving.Driver, *, timeout: float = 300) -> None:
 
 @contextmanager
 def running(
-    spec: apprun.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
+    spec: runspecs.RunSpec, *, on_batch: Sequence[listening.BatchHandler] = ()
 ) -> Iterator[driving.Driver]:
     """An App running continuously in this process while inside."""
     driver = start_app(spec, on_batch=on_batch)

@@ -1,7 +1,7 @@
 """Python pipelines the runtime's integration tests run (`pipeline.python.entrypoint`).
 
 Each is called as `function(spark, inputs)` with the input DataFrames by view name, and returns a
-DataFrame or a dict of DataFrames by result name (the contract of `apps.PythonPipeline`).
+DataFrame or a dict of DataFrames by result name (the contract of `appflows.PythonPipeline`).
 """
 
 from __future__ import annotations

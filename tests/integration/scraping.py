@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 
 
 def scrape(operator: OperatorProcess) -> str:

@@ -37,11 +37,11 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from rillet.devstack import pki, processes, provisioning
-from rillet.devstack import stack as devstack
-from rillet.devstack.kafka import KafkaCluster, secure
-from rillet.devstack.operating import OperatorProcess
 from rillet.runtime import tables
+from rillet_devstack import pki, processes, provisioning
+from rillet_devstack import stack as devstack
+from rillet_devstack.kafka import KafkaCluster, secure
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .objects import apply, get, wait_condition

@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from rillet.devstack import tools
 from rillet.runtime import watermarks
+from rillet_devstack import tools
 
 from .conftest import Kube
 from .objects import apply, get, topic, wait_condition

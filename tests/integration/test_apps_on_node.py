@@ -33,8 +33,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from rillet.devstack import stack as devstack
 from rillet.runtime import tables
+from rillet_devstack import stack as devstack
 
 from . import gitopshealth
 from .conftest import Kube

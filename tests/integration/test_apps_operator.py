@@ -40,9 +40,9 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from rillet.devstack.controlplane import write_service_account_kubeconfig
-from rillet.devstack.operating import OperatorProcess
 from rillet.runtime import incluster
+from rillet_devstack.controlplane import write_service_account_kubeconfig
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .gitopshealth import argocd_health

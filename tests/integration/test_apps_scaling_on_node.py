@@ -30,6 +30,8 @@ import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from rillet_devstack import installs
+
 from .conftest import Kube
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
@@ -38,12 +40,7 @@ from .test_apps_on_node import C1_ONLY
 pytestmark = pytest.mark.usefixtures("operator")
 
 RECORDS = 40_000
-# reflect() returns the string 'null' for a void method; the pause is part of the value so
-# that Spark cannot prune it away.
-PIPELINE = (
-    "SELECT concat(value, coalesce(nullif(reflect('java.lang.Thread', 'sleep', "
-    "CAST(2 AS BIGINT)), 'null'), '')) AS value FROM lines"
-)
+SLEEP_MS = 2  # per record (installs.slow_copy_sql)
 SCALING = {
     "minExecutors": 1,
     "maxExecutors": 4,
@@ -55,30 +52,17 @@ SCALING = {
 def copying_app(
     name: str, namespace: str, image: str, *, source: str, target: str
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "App",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "image": image,
-            "inputs": [
-                {
-                    "name": "lines",
-                    "topicRef": {"name": source},
-                    "format": "string",
-                    "startingOffsets": "earliest",
-                }
-            ],
-            "pipeline": {"sql": PIPELINE},
-            "outputs": [{"topicRef": {"name": target}}],
-            # Small requests: the driver and four executors share the node's two CPUs.
-            "driver": {"cpu": "250m", "memory": "1536Mi"},
-            "executor": {"cpu": "250m", "memory": "1Gi"},
-            "scaling": SCALING,
-            "trigger": {"processingTime": "2s"},
-            "sparkConf": C1_ONLY,
-        },
-    }
+    # Small requests (installs.NODE_*): the driver and four executors share the node's two CPUs.
+    return installs.copying_app(
+        name,
+        namespace,
+        image,
+        source=source,
+        target=target,
+        sleep_ms=SLEEP_MS,
+        scaling=SCALING,
+        spark_conf=C1_ONLY,
+    )
 
 
 def pods(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .gitopshealth import argocd_health

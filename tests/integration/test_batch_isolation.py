@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions

@@ -25,10 +25,10 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import provisioning
-from rillet.devstack.kafka import KafkaCluster
-from rillet.devstack.operating import OperatorProcess
 from rillet.runtime import progress
+from rillet_devstack import provisioning
+from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.operating import OperatorProcess
 
 from . import runtime_helpers as rt
 from .conftest import Kube

@@ -52,10 +52,10 @@ from typing import Any
 import pytest
 import yaml
 
-from rillet.devstack import provisioning
-from rillet.devstack import stack as devstack
-from rillet.devstack.controlplane import write_service_account_kubeconfig
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import provisioning
+from rillet_devstack import stack as devstack
+from rillet_devstack.controlplane import write_service_account_kubeconfig
+from rillet_devstack.operating import OperatorProcess
 
 from . import dashboards
 from .conftest import REPO, RILLET_KINDS, Kube

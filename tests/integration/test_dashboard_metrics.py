@@ -23,7 +23,7 @@ import httpx
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 from tests.integration import runtime_helpers as rt
 
 from . import dashboards, scraping

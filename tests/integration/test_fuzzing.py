@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .hostile import Generator, Manifest

@@ -50,7 +50,7 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import kinds
-from rillet.devstack import provisioning, tools
+from rillet_devstack import provisioning, tools
 
 from . import gitopshealth
 from .conftest import REPO, RILLET_KINDS, Kube

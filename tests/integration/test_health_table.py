@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from rillet.devstack import processes
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import processes
+from rillet_devstack.operating import OperatorProcess
 
 from . import gitopshealth
 from .conftest import REPO, Kube

@@ -29,9 +29,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from rillet.devstack import pki, processes, provisioning
-from rillet.devstack.kafka import KafkaCluster, secure
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import pki, processes, provisioning
+from rillet_devstack.kafka import KafkaCluster, secure
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions

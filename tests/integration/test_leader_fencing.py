@@ -38,8 +38,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from rillet.api.v1alpha1 import objects as api
-from rillet.devstack.operating import OperatorProcess
 from rillet.reconcile import leases
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides

@@ -36,8 +36,9 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import node as devnode
-from rillet.devstack import stack as devstack
+from rillet_devstack import installs
+from rillet_devstack import node as devnode
+from rillet_devstack import stack as devstack
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, wait_kafka_topic_gone
@@ -193,7 +194,11 @@ def _install_local_chart(
     kube: Kube, state: devstack.StackState, namespace: str, watched: str, *values: str
 ) -> None:
     """`helm install` the chart with the operator image the stack built, watching `watched`."""
-    repository, tag = state.node.images["operator"].rsplit(":", 1)  # type: ignore[union-attr]
+    local = installs.local_operator_values(
+        operator_image=state.node.images["operator"],  # type: ignore[union-attr]
+        kafka_bootstrap=state.kafka_bootstrap,
+        watched=watched,
+    )
     sets = [f"--set={value}" for value in values]
     helm(
         kube,
@@ -202,16 +207,7 @@ def _install_local_chart(
         str(CHART),
         "--namespace",
         namespace,
-        "--set",
-        f"image.repository={repository}",
-        "--set-string",  # a content hash of digits alone would otherwise be a number
-        f"image.tag={tag}",
-        "--set",
-        "image.pullPolicy=Never",
-        "--set",
-        f"kafka.bootstrapServers={state.kafka_bootstrap}",
-        "--set",
-        f"watchNamespaces={{{watched}}}",
+        *local,
         *sets,
         "--wait",
         "--timeout=240s",

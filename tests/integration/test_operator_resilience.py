@@ -26,9 +26,9 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import provisioning, tools
-from rillet.devstack.kafka import KafkaCluster
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import provisioning, tools
+from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from rillet.devstack import controlplane, processes, provisioning
-from rillet.devstack import stack as devstack
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack import controlplane, processes, provisioning
+from rillet_devstack import stack as devstack
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import REPO, Kube
 from .kafka_reads import wait_kafka_topic_gone

@@ -208,17 +208,21 @@ def test_orders_see_every_price_written_before_them_and_a_replay_joins_as_its_fi
         log=tmp_path / "driver.log",
     ) as driver:
         shop.trade(rng, ORDERS // 3)
+
+        def traded_then(done: Callable[[], bool]) -> bool:
+            shop.trade(rng, 1)  # the Table keeps changing, and orders keep coming, while it runs
+            return done()
+
         # Two batches committed first: the pins group then holds earlier batches' pins, which
         # the replay must tell from its own.
         wait_for(
-            lambda: shop.trade(rng, 1) or len(replays.batch_ids(query, "commits")) >= 2,
+            lambda: traded_then(lambda: len(replays.batch_ids(query, "commits")) >= 2),
             timeout=180,
             what="two batches committed",
         )
         taken = replays.take_next_commit(query)
-        # The Table keeps changing, and orders keep coming, while the batch runs.
         wait_for(
-            lambda: shop.trade(rng, 1) or driver.poll() is not None,
+            lambda: traded_then(lambda: driver.poll() is not None),
             timeout=180,
             what=f"the driver to stop at batch {taken.batch}'s commit",
         )

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack import spark as devspark
+from rillet_devstack import spark as devspark
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 

@@ -19,7 +19,7 @@ import pytest
 from py4j.protocol import Py4JJavaError
 from pyspark.errors import PySparkException
 
-from rillet.devstack.spark import local_session
+from rillet_devstack.spark import local_session
 
 STRINGS = [
     "",

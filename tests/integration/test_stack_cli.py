@@ -28,8 +28,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rillet.devstack import processes, tools
-from rillet.devstack import stack as devstack
+from rillet_devstack import processes, tools
+from rillet_devstack import stack as devstack
 
 RILLET = [sys.executable, "-m", "rillet.cli"]
 

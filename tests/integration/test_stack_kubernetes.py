@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rillet.devstack import versions
-from rillet.devstack.controlplane import write_service_account_kubeconfig
+from rillet_devstack import versions
+from rillet_devstack.controlplane import write_service_account_kubeconfig
 
 from .conftest import Kube
 from .polling import wait_for

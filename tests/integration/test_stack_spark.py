@@ -14,7 +14,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.devstack.spark import local_session
+from rillet_devstack.spark import local_session
 
 
 def test_available_now_query_counts_every_record(

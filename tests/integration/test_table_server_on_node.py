@@ -24,8 +24,8 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from rillet.devstack.operating import OperatorProcess
 from rillet.reconcile import tableservers
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .objects import apply, exists, get, table, wait_condition

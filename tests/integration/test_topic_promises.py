@@ -42,7 +42,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from rillet.devstack.operating import OperatorProcess
+from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions, kafka_topic_id

@@ -19,7 +19,16 @@ import pydantic
 import pytest
 import yaml
 
-from rillet.api.v1alpha1 import apps, conditions, kinds, objects, tables, topics
+from rillet.api.v1alpha1 import (
+    appflows,
+    appresources,
+    apps,
+    conditions,
+    kinds,
+    objects,
+    tables,
+    topics,
+)
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.yaml"))
 
@@ -82,16 +91,16 @@ def _contains(big: Any, small: Any) -> bool:
 
 
 def test_wire_names_are_camel_case_and_python_names_snake_case() -> None:
-    spec = apps.Scaling(min_executors=2, max_executors=4)
+    spec = appresources.Scaling(min_executors=2, max_executors=4)
     assert spec.to_wire()["minExecutors"] == 2
-    assert apps.Scaling.model_validate({"minExecutors": 2}).min_executors == 2
-    assert apps.Scaling.model_validate({"min_executors": 2}).min_executors == 2
+    assert appresources.Scaling.model_validate({"minExecutors": 2}).min_executors == 2
+    assert appresources.Scaling.model_validate({"min_executors": 2}).min_executors == 2
 
 
 def test_python_keywords_keep_their_wire_names() -> None:
-    output = apps.Output.model_validate({"topicRef": {"name": "out"}, "from": "totals"})
+    output = appflows.Output.model_validate({"topicRef": {"name": "out"}, "from": "totals"})
     table = tables.TableSpec.model_validate({"global": True})
-    inp = apps.Input.model_validate({"name": "a", "topicRef": {"name": "a"}, "schema": "x INT"})
+    inp = appflows.Input.model_validate({"name": "a", "topicRef": {"name": "a"}, "schema": "x INT"})
 
     assert (output.from_, table.global_, inp.schema_) == ("totals", True, "x INT")
     assert output.to_wire()["from"] == "totals"
@@ -134,7 +143,7 @@ def test_defaults_are_those_the_apiserver_fills_in() -> None:
 
     assert topic.deletion_policy == "Retain"
     assert (table.key_format, table.value_format, table.global_) == ("string", "json", False)
-    assert app.spec.scaling == apps.Scaling(
+    assert app.spec.scaling == appresources.Scaling(
         min_executors=1,
         max_executors=8,
         executor_cores=1,

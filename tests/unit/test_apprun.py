@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests, runresolving, sparkdefaults
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -28,8 +29,8 @@ def _documents(name: str) -> list[dict[str, Any]]:
     return list(yaml.safe_load_all((EXAMPLES / name).read_text(encoding="utf-8")))
 
 
-def _spec(name: str, **kwargs: Any) -> apprun.RunSpec:
-    return apprun.build_run_spec_from_manifests(
+def _spec(name: str, **kwargs: Any) -> runspecs.RunSpec:
+    return manifests.build_run_spec_from_manifests(
         _documents(name), bootstrap_servers="kafka:9092", checkpoint_location="/ck/app", **kwargs
     )
 
@@ -43,7 +44,7 @@ def test_wordcount_resolves_to_topics_formats_and_a_consumer_group() -> None:
         "rillet.default.wordcount",
     )
     assert spec.inputs == (
-        apprun.InputSpec(
+        runspecs.InputSpec(
             name="sentences",
             kind="topic",
             topic="sentences",
@@ -53,7 +54,7 @@ def test_wordcount_resolves_to_topics_formats_and_a_consumer_group() -> None:
         ),
     )
     assert spec.outputs == (
-        apprun.OutputSpec(
+        runspecs.OutputSpec(
             id="table-word-counts",
             kind="table",
             topic="word-counts",
@@ -65,7 +66,7 @@ def test_wordcount_resolves_to_topics_formats_and_a_consumer_group() -> None:
     )
     assert spec.shuffle_partitions == 3  # no Table partitions: the input topic's
     assert spec.dead_letter_topic is None
-    assert spec.trigger == apprun.TriggerSpec()
+    assert spec.trigger == runspecs.TriggerSpec()
 
 
 def test_windowed_table_output_has_its_window_trigger_and_json_key() -> None:
@@ -74,7 +75,9 @@ def test_windowed_table_output_has_its_window_trigger_and_json_key() -> None:
     (output,) = spec.outputs
     assert output.key_format == "json"
     assert output.key_columns == ("page", "window_start")
-    assert output.window == apprun.WindowSpec(type="tumbling", size_ms=300_000, expiry_ms=3_600_000)
+    assert output.window == runspecs.WindowSpec(
+        type="tumbling", size_ms=300_000, expiry_ms=3_600_000
+    )
     assert spec.trigger.processing_time_ms == 30_000
     assert spec.shuffle_partitions == 6  # the App's sparkConf
     assert spec.consumer_group == "rillet.web.clicks-per-page"
@@ -86,7 +89,7 @@ def test_table_input_reads_the_tables_topic_schema_and_is_broadcast_when_global(
 
     orders, customers = spec.inputs
     assert (orders.kind, orders.format, orders.starting_offsets) == ("topic", "json", "latest")
-    assert customers == apprun.InputSpec(
+    assert customers == runspecs.InputSpec(
         name="customers",
         kind="table",
         topic="customers",
@@ -105,7 +108,7 @@ def test_topic_names_come_from_spec_topic_name_when_set() -> None:
     documents[0]["spec"]["topicName"] = "prod.sentences.v2"
     documents[1]["spec"] = {**documents[1]["spec"], "topicName": "prod.counts", "partitions": 12}
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
     )
 
@@ -117,8 +120,8 @@ def test_topic_names_come_from_spec_topic_name_when_set() -> None:
 def test_missing_objects_are_all_named() -> None:
     documents = [d for d in _documents("enrich-orders.yaml") if d["kind"] == "App"]
 
-    with pytest.raises(apprun.UnresolvedError) as raised:
-        apprun.build_run_spec_from_manifests(
+    with pytest.raises(runresolving.UnresolvedError) as raised:
+        manifests.build_run_spec_from_manifests(
             documents,
             bootstrap_servers="k:9092",
             app_name="enrich-orders",
@@ -144,29 +147,29 @@ def test_checkpoint_of_the_app_wins_and_each_query_gets_a_directory() -> None:
     documents = _documents("enrich-orders.yaml")
     documents[-1]["spec"]["checkpoint"] = {"location": "s3a://bucket/enrich/"}
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents,
         bootstrap_servers="k:9092",
         app_name="enrich-orders",
         checkpoint_location="/default",
     )
 
-    assert apprun.output_checkpoint(spec, spec.outputs[0]) == (
+    assert runspecs.output_checkpoint(spec, spec.outputs[0]) == (
         "s3a://bucket/enrich/outputs/topic-orders-enriched"
     )
-    assert apprun.dead_letter_checkpoint(spec, spec.inputs[0]) == (
+    assert runspecs.dead_letter_checkpoint(spec, spec.inputs[0]) == (
         "s3a://bucket/enrich/dead-letters/orders"
     )
 
 
 def test_without_any_checkpoint_location_resolution_fails() -> None:
-    with pytest.raises(apprun.UnresolvedError, match="no checkpoint location"):
-        apprun.build_run_spec_from_manifests(_documents("wordcount.yaml"), bootstrap_servers="k")
+    with pytest.raises(runresolving.UnresolvedError, match="no checkpoint location"):
+        manifests.build_run_spec_from_manifests(_documents("wordcount.yaml"), bootstrap_servers="k")
 
 
 def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins() -> None:
     spec = _spec("windowed-clicks.yaml")
-    conf = apprun.build_spark_conf(
+    conf = sparkdefaults.build_spark_conf(
         spec.model_copy(
             update={
                 "spark_conf": {"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true"},
@@ -174,9 +177,12 @@ def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins(
         )
     )
 
-    assert conf["spark.sql.streaming.stateStore.providerClass"] == apprun.ROCKSDB_PROVIDER
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == sparkdefaults.ROCKSDB_PROVIDER
     assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
-    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == apprun.CHECKPOINT_FILE_MANAGER
+    assert (
+        conf["spark.sql.streaming.checkpointFileManagerClass"]
+        == sparkdefaults.CHECKPOINT_FILE_MANAGER
+    )
     assert conf["spark.sql.shuffle.partitions"] == "6"
     assert conf["spark.sql.streaming.stateStore.rocksdb.compactOnCommit"] == "true"
     assert conf["spark.app.name"] == "rillet.default.clicks-per-page"
@@ -186,8 +192,8 @@ def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins(
 def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
     spec = _spec("windowed-clicks.yaml")
 
-    default = apprun.build_spark_conf(spec)
-    own = apprun.build_spark_conf(
+    default = sparkdefaults.build_spark_conf(spec)
+    own = sparkdefaults.build_spark_conf(
         spec.model_copy(update={"spark_conf": {"spark.locality.wait": "3s"}})
     )
 
@@ -198,33 +204,33 @@ def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
 @pytest.mark.parametrize(
     ("trigger", "delay"),
     [
-        (apprun.TriggerSpec(), apprun.IDLE_POLLING_DELAY),
-        (apprun.TriggerSpec(processing_time_ms=0), apprun.IDLE_POLLING_DELAY),
-        (apprun.TriggerSpec(processing_time_ms=100), None),
-        (apprun.TriggerSpec(available_now=True), None),
-        (apprun.TriggerSpec(real_time_ms=300_000), None),
+        (runspecs.TriggerSpec(), sparkdefaults.IDLE_POLLING_DELAY),
+        (runspecs.TriggerSpec(processing_time_ms=0), sparkdefaults.IDLE_POLLING_DELAY),
+        (runspecs.TriggerSpec(processing_time_ms=100), None),
+        (runspecs.TriggerSpec(available_now=True), None),
+        (runspecs.TriggerSpec(real_time_ms=300_000), None),
     ],
 )
 def test_an_idle_back_to_back_query_polls_kafka_less_often(
-    trigger: apprun.TriggerSpec, delay: str | None
+    trigger: runspecs.TriggerSpec, delay: str | None
 ) -> None:
     spec = _spec("wordcount.yaml").model_copy(update={"trigger": trigger})
 
-    assert apprun.build_spark_conf(spec).get(apprun.POLLING_DELAY) == delay
+    assert sparkdefaults.build_spark_conf(spec).get(sparkdefaults.POLLING_DELAY) == delay
 
 
 def test_the_apps_own_polling_delay_wins() -> None:
     spec = _spec("wordcount.yaml")
-    own = spec.model_copy(update={"spark_conf": {apprun.POLLING_DELAY: "10ms"}})
+    own = spec.model_copy(update={"spark_conf": {sparkdefaults.POLLING_DELAY: "10ms"}})
 
-    assert apprun.build_spark_conf(own)[apprun.POLLING_DELAY] == "10ms"
+    assert sparkdefaults.build_spark_conf(own)[sparkdefaults.POLLING_DELAY] == "10ms"
 
 
 def test_jvms_compile_later_and_collect_in_parallel_unless_the_app_says_otherwise() -> None:
     spec = _spec("windowed-clicks.yaml")
 
-    default = apprun.build_spark_conf(spec)
-    own = apprun.build_spark_conf(
+    default = sparkdefaults.build_spark_conf(spec)
+    own = sparkdefaults.build_spark_conf(
         spec.model_copy(update={"spark_conf": {"spark.driver.defaultJavaOptions": "-Xss4m"}})
     )
 
@@ -240,7 +246,7 @@ def test_an_apps_own_collector_is_the_only_one_its_jvm_is_given() -> None:
     spec = _spec("windowed-clicks.yaml")
     conf = {"spark.executor.extraJavaOptions": "-Xss4m -XX:+UseG1GC -XX:MaxGCPauseMillis=50"}
 
-    built = apprun.build_spark_conf(spec.model_copy(update={"spark_conf": conf}))
+    built = sparkdefaults.build_spark_conf(spec.model_copy(update={"spark_conf": conf}))
 
     assert built["spark.executor.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
     assert built["spark.executor.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"]
@@ -250,24 +256,24 @@ def test_an_apps_own_collector_is_the_only_one_its_jvm_is_given() -> None:
 def test_jvms_warm_up_icu_case_mappings_only_for_sql_that_changes_case() -> None:
     icu = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
     wordcount = _spec("wordcount.yaml")  # lower(value)
-    assert apprun.warmup_classes(wordcount) == [icu]
-    assert apprun.build_spark_conf(wordcount)["spark.rillet.warmup.classes"] == icu
+    assert sparkdefaults.warmup_classes(wordcount) == [icu]
+    assert sparkdefaults.build_spark_conf(wordcount)["spark.rillet.warmup.classes"] == icu
 
-    def with_sql(sql: str) -> apprun.RunSpec:
-        return wordcount.model_copy(update={"pipeline": apprun.PipelineSpec(sql=sql)})
+    def with_sql(sql: str) -> runspecs.RunSpec:
+        return wordcount.model_copy(update={"pipeline": runspecs.PipelineSpec(sql=sql)})
 
-    assert apprun.warmup_classes(with_sql("SELECT INITCAP (name) AS n FROM s")) == [icu]
-    assert apprun.warmup_classes(with_sql("SELECT lowercase_name, upper_bound FROM s")) == []
-    python = wordcount.model_copy(update={"pipeline": apprun.PipelineSpec(python="m:f")})
-    assert apprun.warmup_classes(python) == []
-    assert "spark.rillet.warmup.classes" not in apprun.build_spark_conf(python)
+    assert sparkdefaults.warmup_classes(with_sql("SELECT INITCAP (name) AS n FROM s")) == [icu]
+    assert sparkdefaults.warmup_classes(with_sql("SELECT lowercase_name, upper_bound FROM s")) == []
+    python = wordcount.model_copy(update={"pipeline": runspecs.PipelineSpec(python="m:f")})
+    assert sparkdefaults.warmup_classes(python) == []
+    assert "spark.rillet.warmup.classes" not in sparkdefaults.build_spark_conf(python)
 
 
 def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
     documents = _documents("windowed-clicks.yaml")
     del documents[1]["spec"]["window"]["expiry"]
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k", checkpoint_location="/ck"
     )
 
@@ -278,7 +284,7 @@ def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:
 def test_run_spec_round_trips_through_json() -> None:
     spec = _spec("enrich-orders.yaml", app_name="enrich-orders")
 
-    assert apprun.RunSpec.model_validate_json(spec.model_dump_json()) == spec
+    assert runspecs.RunSpec.model_validate_json(spec.model_dump_json()) == spec
 
 
 def test_objects_of_other_api_groups_are_ignored() -> None:
@@ -288,7 +294,7 @@ def test_objects_of_other_api_groups_are_ignored() -> None:
         None,
     ]
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k", checkpoint_location="/ck"
     )
 
@@ -312,11 +318,11 @@ def test_event_time_max_offsets_and_output_formats_reach_the_run_spec() -> None:
         }
     )
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
     )
 
-    assert spec.inputs[0].event_time == apprun.EventTimeSpec(
+    assert spec.inputs[0].event_time == runspecs.EventTimeSpec(
         column="timestamp", allowed_lateness_ms=90_000
     )
     assert spec.inputs[0].max_offsets_per_trigger == 5000
@@ -330,7 +336,7 @@ def test_topic_outputs_default_to_a_string_key_and_a_json_value() -> None:
         {"topicRef": {"name": "sentences"}, "keyColumns": ["word"]}
     )
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
     )
 
@@ -350,7 +356,7 @@ def test_delivery_is_at_least_once_unless_an_output_or_the_dead_letters_ask_for_
     ]
     app["deadLetterTopic"] = {"topicName": "rejects", "delivery": "ExactlyOnce"}
 
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="k:9092", checkpoint_location="/ck"
     )
 
@@ -389,18 +395,18 @@ spec:
 
 def test_lookups_reach_the_run_spec_and_a_windowed_table_is_refused() -> None:
     documents = list(yaml.safe_load_all(_LOOKUP % ""))
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         documents, bootstrap_servers="kafka:9092", checkpoint_location="/ck"
     )
     orders, customers = spec.inputs
-    assert orders.lookups == (apprun.LookupSpec(table="customers", key_columns=("customer_id",)),)
+    assert orders.lookups == (runspecs.LookupSpec(table="customers", key_columns=("customer_id",)),)
     assert (customers.kind, customers.lookups) == ("table", ())
 
     windowed = list(yaml.safe_load_all(_LOOKUP % ", window: {type: tumbling, size: 1h}"))
     with pytest.raises(
-        apprun.UnresolvedError,
+        runresolving.UnresolvedError,
         match="input orders looks up Table input customers, which is windowed",
     ):
-        apprun.build_run_spec_from_manifests(
+        manifests.build_run_spec_from_manifests(
             windowed, bootstrap_servers="kafka:9092", checkpoint_location="/ck"
         )

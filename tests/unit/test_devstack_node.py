@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rillet.devstack import hostcleanup, node, packages, pki
+from rillet_devstack import hostcleanup, node, nodechecking, noderunning, packages, pki
 
 LAYOUT = node.NodeLayout(Path("/state/node"))
 
@@ -61,12 +61,12 @@ def _node(conditions: dict[str, str], taints: list[dict[str, str]] | None = None
 
 def test_a_healthy_node_has_nothing_keeping_pods_waiting() -> None:
     healthy = _node({"Ready": "True", "DiskPressure": "False", "MemoryPressure": "False"})
-    assert node.why_pods_wait(healthy) == []
+    assert nodechecking.why_pods_wait(healthy) == []
 
 
 def test_disk_pressure_is_named_with_its_taint_and_what_to_free() -> None:
     taint = {"key": "node.kubernetes.io/disk-pressure", "effect": "NoSchedule"}
-    reasons = node.why_pods_wait(_node({"Ready": "True", "DiskPressure": "True"}, [taint]))
+    reasons = nodechecking.why_pods_wait(_node({"Ready": "True", "DiskPressure": "True"}, [taint]))
     assert len(reasons) == 2
     assert reasons[0].startswith("DiskPressure: kubelet says DiskPressure=True")
     assert "under 1Gi free" in reasons[0]
@@ -75,22 +75,22 @@ def test_disk_pressure_is_named_with_its_taint_and_what_to_free() -> None:
 
 
 def test_a_node_not_ready_or_short_of_memory_is_named() -> None:
-    reasons = node.why_pods_wait(_node({"Ready": "False", "MemoryPressure": "True"}))
+    reasons = nodechecking.why_pods_wait(_node({"Ready": "False", "MemoryPressure": "True"}))
     assert reasons == [
         "Ready=False: kubelet says Ready=False",
         "MemoryPressure: kubelet says MemoryPressure=True",
     ]
-    assert node.why_pods_wait({"status": {}}) == ["Ready=Unknown"]
+    assert nodechecking.why_pods_wait({"status": {}}) == ["Ready=Unknown"]
 
 
 def test_a_prefer_no_schedule_taint_keeps_no_pod_waiting() -> None:
     soft = {"key": "example.com/soft", "effect": "PreferNoSchedule"}
-    assert node.why_pods_wait(_node({"Ready": "True"}, [soft])) == []
+    assert nodechecking.why_pods_wait(_node({"Ready": "True"}, [soft])) == []
 
 
 def test_up_refuses_a_filesystem_with_less_free_than_the_node_needs(tmp_path: Path) -> None:
-    assert node.too_little_disk(tmp_path, minimum=1) is None
-    short = node.too_little_disk(tmp_path, minimum=2**62)
+    assert nodechecking.too_little_disk(tmp_path, minimum=1) is None
+    short = nodechecking.too_little_disk(tmp_path, minimum=2**62)
     assert short is not None
     assert f"the filesystem of {tmp_path}" in short
     assert "DiskPressure" in short
@@ -128,7 +128,7 @@ def test_pods_nobody_acted_on_for_a_minute_are_named_with_who_they_wait_for() ->
         _pod("never-started", 90, node_name=node.NODE_NAME, scheduled="True"),
         _pod("creating", 90, node_name=node.NODE_NAME, scheduled="True", containers=True),
     ]
-    assert node.unattended_pods(pods, now=NOW) == [
+    assert nodechecking.unattended_pods(pods, now=NOW) == [
         "ns/unseen (the scheduler)",
         "ns/never-started (the kubelet)",
     ]
@@ -247,7 +247,7 @@ def test_up_keeps_the_image_store_a_clean_down_released(tmp_path: Path) -> None:
     root = tmp_path / "state"
     layout = _last_stack(root, released=True)
 
-    node.empty_state_dir(root)
+    noderunning.empty_state_dir(root)
 
     blob = layout.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
     assert blob.read_text() == "layer"
@@ -261,6 +261,6 @@ def test_up_empties_an_image_store_no_down_released(tmp_path: Path) -> None:
     root = tmp_path / "state"
     _last_stack(root, released=False)
 
-    node.empty_state_dir(root)
+    noderunning.empty_state_dir(root)
 
     assert not root.exists()

@@ -28,10 +28,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rillet.devstack import provisioning, toolchain
-from rillet.devstack.commands import CommandFailedError, run_logged
-from rillet.devstack.controlplane import build_kubeconfig
-from rillet.devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
+from rillet_devstack import gobuilding, provisioning, reporting, toolchain
+from rillet_devstack.commands import CommandFailedError, run_logged
+from rillet_devstack.controlplane import build_kubeconfig
+from rillet_devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
 
 
 def test_missing_tools_reported_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,7 +103,7 @@ def test_only_the_versions_used_last_are_kept(
 ) -> None:
     monkeypatch.setenv("RILLET_CACHE_DIR", str(tmp_path))
 
-    def build(scratch: Path, target: Path, progress: provisioning.Progress) -> None:
+    def build(scratch: Path, target: Path, progress: reporting.Progress) -> None:
         (target / "driver.jsa").write_text("classes")
 
     def made(version: str) -> provisioning.Artefact:
@@ -125,18 +125,18 @@ def test_staging_modules_come_from_go_mod() -> None:
         "module k8s.io/kubernetes\n\nrequire (\n\tk8s.io/api v0.0.0\n"
         "\tk8s.io/utils v0.0.0-20250604170112-4c0f3b243397\n\tk8s.io/client-go v0.0.0\n)\n"
     )
-    assert provisioning.staging_modules(go_mod) == ["k8s.io/api", "k8s.io/client-go"]
+    assert gobuilding.staging_modules(go_mod) == ["k8s.io/api", "k8s.io/client-go"]
 
 
 def test_version_ldflags_stamp_both_version_packages() -> None:
-    flags = provisioning.kubernetes_version_ldflags("1.34.4")
+    flags = gobuilding.kubernetes_version_ldflags("1.34.4")
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         assert f"-X {package}.gitVersion=v1.34.4" in flags
         assert f"-X {package}.gitMinor=34" in flags
 
 
 def test_go_progress_counts_downloads_and_compiled_packages() -> None:
-    tracker = provisioning.GoProgress()
+    tracker = gobuilding.GoProgress()
     output = [
         "go: downloading k8s.io/api v0.34.4",
         "go: added k8s.io/kubernetes v1.34.4",
@@ -153,7 +153,7 @@ def test_go_progress_counts_downloads_and_compiled_packages() -> None:
 
 
 def test_go_progress_summary_before_any_compile() -> None:
-    tracker = provisioning.GoProgress()
+    tracker = gobuilding.GoProgress()
     assert tracker.summary() == ""
     tracker.feed("go: downloading github.com/coredns/caddy v1.1.4")
     assert tracker.summary() == "1 modules downloaded (github.com/coredns/caddy v1.1.4)"
@@ -186,7 +186,7 @@ def test_a_stack_without_node_builds_no_node_artefact() -> None:
 
 
 def test_helm_ldflags_set_kubernetes_version_for_offline_rendering() -> None:
-    flags = provisioning.helm_ldflags("3.21.4", "1.34.4")
+    flags = gobuilding.helm_ldflags("3.21.4", "1.34.4")
     assert "helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=34" in flags
     assert "helm.sh/helm/v3/internal/version.version=v3.21.4" in flags
 

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from rillet.devstack import tools
+from rillet_devstack import tools
 
 
 def _failed(stderr: str) -> subprocess.CompletedProcess[str]:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from rillet.devstack import images, provisioning, versions
 from rillet.runtime import jvm
+from rillet_devstack import debootstrapping, images, importing, provisioning, reporting, versions
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR = (REPO / "images/operator/Dockerfile").read_text()
@@ -176,8 +176,8 @@ def test_each_new_stage_closes_the_previous_span_and_a_failure_ends_the_open_one
         events.append(f"done {name}")
 
     def build() -> None:
-        with images.Spans(report, "x: ") as spans:
-            on_line = images.stage_changes(spans, images.debootstrap_stage)
+        with reporting.Spans(report, "x: ") as spans:
+            on_line = reporting.stage_changes(spans, debootstrapping.debootstrap_stage)
             for line in ("I: Retrieving a", "I: Validating a", "I: Checking", "I: Extracting a"):
                 on_line(line)
             raise RuntimeError("boom")
@@ -193,13 +193,21 @@ def test_each_new_stage_closes_the_previous_span_and_a_failure_ends_the_open_one
 
 
 def test_debootstrap_stages_become_labels() -> None:
-    assert images.debootstrap_stage("I: Retrieving libc6 2.36") == "debootstrap: download packages"
-    assert images.debootstrap_stage("I: Unpacking libc6:amd64...") == (
+    assert (
+        debootstrapping.debootstrap_stage("I: Retrieving libc6 2.36")
+        == "debootstrap: download packages"
+    )
+    assert debootstrapping.debootstrap_stage("I: Unpacking libc6:amd64...") == (
         "debootstrap: install packages"
     )
-    assert images.debootstrap_stage("I: Configuring apt...") == "debootstrap: configure packages"
-    assert images.debootstrap_stage("I: Resolving dependencies of base packages...") is None
-    assert images.debootstrap_stage("W: Retrieving") is None
+    assert (
+        debootstrapping.debootstrap_stage("I: Configuring apt...")
+        == "debootstrap: configure packages"
+    )
+    assert (
+        debootstrapping.debootstrap_stage("I: Resolving dependencies of base packages...") is None
+    )
+    assert debootstrapping.debootstrap_stage("W: Retrieving") is None
 
 
 DEB822 = """\
@@ -229,7 +237,7 @@ Components: main
 
 
 def test_host_sources_give_mirror_and_image_sources() -> None:
-    sources = images.parse_deb822_sources(DEB822) + images.parse_one_line_sources(
+    sources = debootstrapping.parse_deb822_sources(DEB822) + debootstrapping.parse_one_line_sources(
         "deb [arch=amd64] http://other.invalid/x nodistro main\n# deb http://c.invalid bookworm\n"
     )
     assert [s.uri for s in sources] == [
@@ -237,17 +245,17 @@ def test_host_sources_give_mirror_and_image_sources() -> None:
         "http://security.invalid/debian-security",
         "http://other.invalid/x",
     ]
-    mine = images.release_sources(sources, "bookworm")
+    mine = debootstrapping.release_sources(sources, "bookworm")
     assert [s.suites for s in mine] == [("bookworm", "bookworm-updates"), ("bookworm-security",)]
-    assert images.bootstrap_mirror(mine, "bookworm") == "http://mirror.invalid/debian"
-    with pytest.raises(images.NoMirrorError):
-        images.bootstrap_mirror(mine, "trixie")
-    rendered = images.render_deb822_sources(mine)
-    assert images.parse_deb822_sources(rendered) == mine
+    assert debootstrapping.bootstrap_mirror(mine, "bookworm") == "http://mirror.invalid/debian"
+    with pytest.raises(debootstrapping.NoMirrorError):
+        debootstrapping.bootstrap_mirror(mine, "trixie")
+    rendered = debootstrapping.render_deb822_sources(mine)
+    assert debootstrapping.parse_deb822_sources(rendered) == mine
 
 
 def test_slimming_follows_the_dpkg_excludes() -> None:
-    excluded, included = images.slim_removals()
+    excluded, included = debootstrapping.slim_removals()
     assert "usr/share/doc/*" in excluded
     assert "usr/share/doc/*/copyright" in included
 
@@ -276,12 +284,12 @@ def test_containerd_listing_gives_the_imported_id() -> None:
         "localhost/rillet/runtime:t application/vnd.oci.image.manifest.v1+json "
         "sha256:cd 1.0 GiB linux/amd64 -\n"
     )
-    assert images.containerd_labels(listing, "localhost/rillet/pause:3.10") == {
-        images.IMPORTED_ID_LABEL: "f00",
+    assert importing.containerd_labels(listing, "localhost/rillet/pause:3.10") == {
+        importing.IMPORTED_ID_LABEL: "f00",
         "other": "1",
     }
-    assert images.containerd_labels(listing, "localhost/rillet/runtime:t") == {}
-    assert images.containerd_labels(listing, "localhost/rillet/operator:t") is None
+    assert importing.containerd_labels(listing, "localhost/rillet/runtime:t") == {}
+    assert importing.containerd_labels(listing, "localhost/rillet/operator:t") is None
 
 
 def test_stale_images_are_every_other_build_under_its_name_and_its_cri_id() -> None:
@@ -295,11 +303,11 @@ def test_stale_images_are_every_other_build_under_its_name_and_its_cri_id() -> N
         f"sha256:1d0f0ld {manifest} sha256:o 1.0 GiB linux/amd64 io.cri-containerd.image=managed\n"
     )
     keep = ["localhost/rillet/pause:3.10", "localhost/rillet/runtime:new"]
-    assert images.stale_image_refs(listing, keep) == [
+    assert importing.stale_image_refs(listing, keep) == [
         "localhost/rillet/runtime:old",
         "sha256:1d0f0ld",
     ]
-    assert images.stale_image_refs(listing.splitlines()[0], keep) == []
+    assert importing.stale_image_refs(listing.splitlines()[0], keep) == []
 
 
 def test_executor_entrypoint_assembles_the_backend_command(tmp_path: Path) -> None:

@@ -29,14 +29,15 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import appresolving, apprun, appstatus, kafkaaccess
+from rillet.driverapi import runspecs
+from rillet.reconcile import appresolving, appstatus, kafkaaccess, manifests, runresolving
 from rillet.reconcile.appobjects import building, contexts
 from rillet.reconcile.kafkaaccess import Grant
 from rillet.runtime import kafkalogin
 from rillet.settings import AppSettings, KafkaSettings
 
 UID = "7d3c0a8e-0000-4000-8000-000000000002"
-LOGIN = apprun.KafkaLogin(
+LOGIN = runspecs.KafkaLogin(
     security_protocol="SASL_SSL",
     sasl_mechanism="SCRAM-SHA-512",
     credentials_dir=kafkaaccess.CREDENTIALS_DIR,
@@ -81,11 +82,11 @@ spec:
 
 
 def _app_and_run_spec(
-    text: str = DOCUMENTS, login: apprun.KafkaLogin | None = None
-) -> tuple[apps.App, apprun.RunSpec]:
-    found = apprun.parse_manifests(yaml.safe_load_all(text.replace("UID", UID)))
+    text: str = DOCUMENTS, login: runspecs.KafkaLogin | None = None
+) -> tuple[apps.App, runspecs.RunSpec]:
+    found = manifests.parse_manifests(yaml.safe_load_all(text.replace("UID", UID)))
     app = found.apps["billing"]
-    run_spec = apprun.build_run_spec(
+    run_spec = runresolving.build_run_spec(
         app,
         topics_by_name=found.topics,
         tables_by_name=found.tables,
@@ -143,7 +144,7 @@ def test_the_plan_creates_the_missing_and_deletes_the_unwanted_grants() -> None:
     assert kafkaaccess.plan_grants([kept], [kept]).empty
 
 
-def _objects(login: apprun.KafkaLogin | None) -> building.AppObjects:
+def _objects(login: runspecs.KafkaLogin | None) -> building.AppObjects:
     env = contexts.AppEnvironment(kafka_bootstrap="kafka:9093", kafka_login=login)
     return building.build_app_objects(*_app_and_run_spec(login=login), env)
 
@@ -200,7 +201,7 @@ def test_app_principals_need_the_operator_to_log_in_with_scram() -> None:
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
 
-def _mounted(directory: Path) -> apprun.RunSpec:
+def _mounted(directory: Path) -> runspecs.RunSpec:
     (directory / "username").write_text("rillet.shop.billing")
     (directory / "password").write_text('s3cr3t-"pass\\word"\n')
     (directory / "ca.crt").write_text(

@@ -31,7 +31,8 @@ import pytest
 import yaml
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, naming, parallelisms
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests, naming, parallelisms, runresolving, sparkdefaults
 from rillet.reconcile.appobjects import (
     building,
     contexts,
@@ -57,10 +58,10 @@ def _documents(**spec: Any) -> list[dict[str, Any]]:
     return documents
 
 
-def _inputs(**spec: Any) -> tuple[apps.App, apprun.RunSpec]:
-    found = apprun.parse_manifests(_documents(**spec))
+def _inputs(**spec: Any) -> tuple[apps.App, runspecs.RunSpec]:
+    found = manifests.parse_manifests(_documents(**spec))
     app = found.apps["wordcount"]
-    run_spec = apprun.build_run_spec(
+    run_spec = runresolving.build_run_spec(
         app,
         topics_by_name=found.topics,
         tables_by_name=found.tables,
@@ -166,7 +167,7 @@ def test_config_map_holds_run_spec_spark_conf_and_executor_template() -> None:
     objects = _objects()
     data = objects.config_map["data"]
 
-    run_spec = apprun.RunSpec.model_validate_json(data["run-spec.json"])
+    run_spec = runspecs.RunSpec.model_validate_json(data["run-spec.json"])
     assert run_spec.checkpoint_location == "/var/lib/rillet/checkpoints/wordcount"
     assert run_spec.inputs[0].topic == "sentences"
     assert json.loads(data["spark-conf.json"]) == objects.spark_conf
@@ -182,7 +183,7 @@ def test_the_run_spec_file_leaves_defaults_out_and_reads_back_whole() -> None:
 
     assert "checkpoint_on_loss" not in written
     assert not {"event_time", "max_offsets_per_trigger"} & set(written["inputs"][0])
-    assert apprun.RunSpec.model_validate(written) == context.run_spec
+    assert runspecs.RunSpec.model_validate(written) == context.run_spec
 
 
 def test_service_is_headless_and_selects_the_driver_pod() -> None:
@@ -315,7 +316,7 @@ def test_a_checkpoint_url_needs_no_volume(url: str) -> None:
 
     assert "volumeClaimTemplates" not in objects.stateful_set["spec"]
     assert "checkpoint" not in {m["name"] for m in _container(objects)["volumeMounts"]}
-    run_spec = apprun.RunSpec.model_validate_json(objects.config_map["data"]["run-spec.json"])
+    run_spec = runspecs.RunSpec.model_validate_json(objects.config_map["data"]["run-spec.json"])
     assert run_spec.checkpoint_location == url
 
 
@@ -409,8 +410,8 @@ def test_spark_conf_runs_client_mode_on_kubernetes() -> None:
     assert {key: conf[key] for key in EXPECTED_CONF} == EXPECTED_CONF
     assert "spark.kubernetes.driver.pod.name" not in conf
     assert "spark.driver.host" not in conf
-    # apprun's settings are kept.
-    assert conf["spark.sql.streaming.stateStore.providerClass"] == apprun.ROCKSDB_PROVIDER
+    # runresolving's settings are kept.
+    assert conf["spark.sql.streaming.stateStore.providerClass"] == sparkdefaults.ROCKSDB_PROVIDER
     assert conf["spark.sql.shuffle.partitions"] == "3"
 
 

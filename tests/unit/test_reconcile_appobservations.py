@@ -22,9 +22,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from rillet.driverapi import reports
 from rillet.reconcile import appobservations, appstatus
 from rillet.reconcile.appobservations import StreamInput
-from rillet.runtime import reporting
 
 SPEC: dict[str, Any] = {
     "inputs": [
@@ -165,21 +165,20 @@ def test_a_driver_being_deleted_is_not_ready() -> None:
 
 
 def _annotated(value: str) -> dict[str, Any]:
-    return {"metadata": {"annotations": {appobservations.PROGRESS_ANNOTATION: value}}}
+    return {"metadata": {"annotations": {reports.PROGRESS_ANNOTATION: value}}}
 
 
 def test_progress_is_read_as_the_runtime_writes_it() -> None:
-    assert appobservations.PROGRESS_ANNOTATION == reporting.PROGRESS_ANNOTATION
-    report = reporting.ProgressReport(
+    report = reports.Progress(
         executors=3,
         last_batch_time=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
         rows_per_second=1520.46,
         batches=812,
         application_id="spark-5f0c",
     )
-    patch = reporting.build_annotation_patch(report)
-    progress = appobservations.read_progress(patch)
-    assert progress == appobservations.Progress(
+    patch = reports.build_annotation_patch(report)
+    progress = reports.read_progress(patch)
+    assert progress == reports.Progress(
         executors=3,
         last_batch_time=datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
         rows_per_second=1520.5,
@@ -189,13 +188,13 @@ def test_progress_is_read_as_the_runtime_writes_it() -> None:
 
 
 def test_bad_or_missing_progress_reads_as_empty() -> None:
-    empty = appobservations.Progress()
-    assert appobservations.read_progress(None) == empty
-    assert appobservations.read_progress({"metadata": {}}) == empty
-    assert appobservations.read_progress(_annotated("{not json")) == empty
-    assert appobservations.read_progress(_annotated("[1, 2]")) == empty
+    empty = reports.Progress()
+    assert reports.read_progress(None) == empty
+    assert reports.read_progress({"metadata": {}}) == empty
+    assert reports.read_progress(_annotated("{not json")) == empty
+    assert reports.read_progress(_annotated("[1, 2]")) == empty
     odd = json.dumps({"executors": True, "lastBatchTime": "yesterday", "rowsPerSecond": "fast"})
-    assert appobservations.read_progress(_annotated(odd)) == empty
+    assert reports.read_progress(_annotated(odd)) == empty
 
 
 def test_only_running_executors_not_being_deleted_count() -> None:

@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 
 from rillet.api.v1alpha1 import apps
+from rillet.driverapi import runspecs, terminations
 from rillet.reconcile import appstatus, checkpointloss, statuses
 from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputObservation
-from rillet.runtime import incluster
+from rillet.runtime import terminating
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING_DRIVER = DriverObservation(phase="Running", ready=True)
@@ -246,11 +247,11 @@ def test_crash_loop_message_is_the_last_line_of_the_driver_error() -> None:
             "25/03/04 05:06:07 INFO A: b\n25/03/04 05:06:08 INFO A: c\n",
             "25/03/04 05:06:08 INFO A: c",
         ),
-        ("x" * 5000, "x" * appstatus.MAX_ERROR_LENGTH),
+        ("x" * 5000, "x" * terminations.MESSAGE_LIMIT),
     ],
 )
 def test_error_line(message: str | None, line: str | None) -> None:
-    assert appstatus.error_line(message) == line
+    assert terminations.error_line(message) == line
 
 
 def test_crash_loop_without_a_message_counts_the_restarts() -> None:
@@ -282,12 +283,26 @@ def test_a_lost_checkpoint_stalls_from_the_first_exit_until_the_driver_runs() ->
 
 def test_the_drivers_own_termination_message_of_a_lost_checkpoint_is_recognized() -> None:
     """What `rillet drive` writes to the termination log for the error the driver raises."""
-    written = incluster.summarize_error(checkpointloss.CheckpointLostError(LOST))
+    written = terminating.summarize_error(checkpointloss.CheckpointLostError(LOST))
     driver = DriverObservation(phase="Running", restart_count=1, last_message=written)
 
     stalled = appstatus.derive_standing(_observe(driver=driver)).verdict
 
     assert (stalled.reason, stalled.message) == ("CheckpointLost", LOST)
+
+
+def test_a_run_spec_of_another_contract_version_stalls_the_app_saying_what_to_do() -> None:
+    """What `rillet drive` writes for a run spec it refuses reaches the App's conditions."""
+    refusal = runspecs.ContractMismatchError(runspecs.mismatch_message(2))
+    written = terminating.summarize_error(refusal)
+    driver = DriverObservation(phase="Running", restart_count=1, last_message=written)
+
+    standing = appstatus.derive_standing(_observe(driver=driver))
+
+    assert standing.phase == "Failed"
+    assert standing.verdict.reason == "DriverContractMismatch"
+    assert standing.verdict.message == runspecs.mismatch_message(2)
+    assert "different Rillet releases" in standing.verdict.message
 
 
 def test_a_restarting_driver_says_why_it_restarts() -> None:

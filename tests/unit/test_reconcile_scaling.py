@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from rillet.api.v1alpha1 import apps
+from rillet.api.v1alpha1 import appresources
 from rillet.reconcile import parallelisms, scaling
 from rillet.reconcile.scaling import Recommendation, Sample
 
@@ -354,7 +354,7 @@ def test_count_scale_events(series: list[int], events: int) -> None:
 
 
 def test_policy_from_spec_scaling() -> None:
-    spec = apps.Scaling(
+    spec = appresources.Scaling(
         min_executors=2,
         max_executors=6,
         executor_cores=2,

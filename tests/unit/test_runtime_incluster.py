@@ -30,8 +30,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from rillet.reconcile import apprun
-from rillet.runtime import commands, incluster, reporting, scaling
+from rillet.driverapi import reports, wiring
+from rillet.reconcile import manifests
+from rillet.runtime import commands, incluster, reporting, scaling, terminating
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 POD = incluster.PodIdentity(pod_name="wc-0", pod_ip="10.0.0.7", namespace="ns", app_name="wc")
@@ -48,12 +49,12 @@ def test_pod_identity_from_the_environment() -> None:
 
 def test_spark_conf_json() -> None:
     text = json.dumps({"spark.master": "k8s://x", "spark.executor.instances": 2, "b": False})
-    assert incluster.parse_spark_conf_json(text) == {
+    assert wiring.parse_spark_conf_json(text) == {
         "spark.master": "k8s://x",
         "spark.executor.instances": "2",
         "b": "false",
     }
-    assert incluster.parse_spark_conf_json(None) == {}
+    assert wiring.parse_spark_conf_json(None) == {}
 
 
 @pytest.mark.parametrize(
@@ -66,7 +67,7 @@ def test_spark_conf_json() -> None:
 )
 def test_bad_spark_conf_json_is_refused_without_quoting_it(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message) as caught:
-        incluster.parse_spark_conf_json(text)
+        wiring.parse_spark_conf_json(text)
     assert "secret-value" not in str(caught.value)
 
 
@@ -147,11 +148,11 @@ PY4J_FAILURE = (
     ],
 )
 def test_a_failure_in_one_line(text: str, line: str) -> None:
-    assert incluster.summarize_text(text) == line
+    assert terminating.summarize_text(text) == line
 
 
 def test_long_failures_are_clipped() -> None:
-    assert incluster.summarize_text("x" * 50, limit=10) == "xxxxxxx..."
+    assert terminating.summarize_text("x" * 50, limit=10) == "xxxxxxx..."
 
 
 def test_errors_are_summarized_by_their_short_type() -> None:
@@ -162,28 +163,28 @@ def test_errors_are_summarized_by_their_short_type() -> None:
         "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved.\n"
         "'Project ['nosuch]\n"
     )
-    assert incluster.summarize_error(ValueError(analysis)) == (
+    assert terminating.summarize_error(ValueError(analysis)) == (
         "ValueError: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved."
     )
-    assert incluster.summarize_error(QueryFailedError(UDF_FAILURE)) == (
+    assert terminating.summarize_error(QueryFailedError(UDF_FAILURE)) == (
         "query wc.topic-out failed: ValueError: boom at 0"
     )
-    assert incluster.summarize_error(KeyError()) == "KeyError"
+    assert terminating.summarize_error(KeyError()) == "KeyError"
 
 
 def test_the_termination_message_is_written_if_it_can_be(tmp_path: Path) -> None:
     path = tmp_path / "termination-log"
-    assert incluster.write_termination_message("ValueError: boom", path)
+    assert terminating.write_termination_message("ValueError: boom", path)
     assert path.read_text() == "ValueError: boom\n"
-    assert not incluster.write_termination_message("x", tmp_path / "missing" / "log")
+    assert not terminating.write_termination_message("x", tmp_path / "missing" / "log")
 
 
 def test_failed_calls_are_described_without_bodies() -> None:
     class ApiError(Exception):
         status, reason, body, headers = 403, "Forbidden", "secret body", {"x": "secret"}
 
-    assert incluster.describe_failure(ApiError("secret")) == "HTTP 403 Forbidden"
-    assert incluster.describe_failure(RuntimeError("a\nb")) == "a"
+    assert terminating.describe_failure(ApiError("secret")) == "HTTP 403 Forbidden"
+    assert terminating.describe_failure(RuntimeError("a\nb")) == "a"
 
 
 class FakeKube:
@@ -211,7 +212,7 @@ class FakeKube:
                 return
             yield self.desired
 
-    def patch_progress(self, report: reporting.ProgressReport) -> None:
+    def patch_progress(self, report: reports.Progress) -> None:
         if self.patch_error is not None:
             raise self.patch_error
         self.patched.append(json.loads(report.to_json()))
@@ -348,7 +349,7 @@ def test_outside_a_cluster_the_app_runs_without_the_loop(
 
 def _spec_file(tmp_path: Path) -> Path:
     documents = list(yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text()))
-    spec = apprun.build_run_spec_from_manifests(
+    spec = manifests.build_run_spec_from_manifests(
         [d for d in documents if isinstance(d, dict)],
         bootstrap_servers="kafka:9092",
         app_name=None,

@@ -10,10 +10,10 @@ Test plan:
 
 from __future__ import annotations
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import options
 
-INPUT = apprun.InputSpec(
+INPUT = runspecs.InputSpec(
     name="clicks",
     kind="topic",
     topic="web.clicks",
@@ -23,7 +23,7 @@ INPUT = apprun.InputSpec(
 )
 
 
-def _spec(**fields: object) -> apprun.RunSpec:
+def _spec(**fields: object) -> runspecs.RunSpec:
     base: dict[str, object] = {
         "app": "clicks",
         "namespace": "web",
@@ -36,7 +36,7 @@ def _spec(**fields: object) -> apprun.RunSpec:
         "shuffle_partitions": 4,
         "kafka_config": {"security.protocol": "SSL"},
     }
-    return apprun.RunSpec.model_validate({**base, **fields})
+    return runspecs.RunSpec.model_validate({**base, **fields})
 
 
 def test_stream_reader_subscribes_from_the_starting_offsets() -> None:
@@ -95,21 +95,23 @@ def test_writer_targets_the_topic() -> None:
 
 
 def test_triggers() -> None:
-    assert options.trigger_kwargs(apprun.TriggerSpec()) == {}
-    assert options.trigger_kwargs(apprun.TriggerSpec(available_now=True)) == {"availableNow": True}
-    assert options.trigger_kwargs(apprun.TriggerSpec(processing_time_ms=30_000)) == {
+    assert options.trigger_kwargs(runspecs.TriggerSpec()) == {}
+    assert options.trigger_kwargs(runspecs.TriggerSpec(available_now=True)) == {
+        "availableNow": True
+    }
+    assert options.trigger_kwargs(runspecs.TriggerSpec(processing_time_ms=30_000)) == {
         "processingTime": "30000 milliseconds"
     }
-    assert options.trigger_kwargs(apprun.TriggerSpec(real_time_ms=300_000)) == {
+    assert options.trigger_kwargs(runspecs.TriggerSpec(real_time_ms=300_000)) == {
         "realTime": "300000 milliseconds"
     }
 
 
 def test_output_modes_and_query_names() -> None:
-    upsert = apprun.OutputSpec(id="table-t", kind="table", topic="t", mode="upsert")
+    upsert = runspecs.OutputSpec(id="table-t", kind="table", topic="t", mode="upsert")
     append = upsert.model_copy(update={"mode": "append"})
 
-    micro, real_time = apprun.TriggerSpec(), apprun.TriggerSpec(real_time_ms=1000)
+    micro, real_time = runspecs.TriggerSpec(), runspecs.TriggerSpec(real_time_ms=1000)
     assert options.output_mode(upsert, micro) == "update"
     assert options.output_mode(append, micro) == "append"
     assert options.output_mode(None, micro) == "append"  # dead letters

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import pytest
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import records
 
 
-def _output(**fields: object) -> apprun.OutputSpec:
+def _output(**fields: object) -> runspecs.OutputSpec:
     base: dict[str, object] = {"id": "table-t", "kind": "table", "topic": "t", "mode": "upsert"}
-    return apprun.OutputSpec.model_validate({**base, **fields})
+    return runspecs.OutputSpec.model_validate({**base, **fields})
 
 
 def test_quote_and_sql_string_escape() -> None:
@@ -120,7 +120,7 @@ def test_several_key_columns_are_json_and_value_formats_cast() -> None:
 
 
 def test_windowed_table_adds_the_window_column_to_the_key() -> None:
-    window = apprun.WindowSpec(type="tumbling", size_ms=60_000, expiry_ms=60_000)
+    window = runspecs.WindowSpec(type="tumbling", size_ms=60_000, expiry_ms=60_000)
     output = _output(key_columns=("page",), key_format="json", window=window)
 
     exprs = records.build_record_exprs(output, ["page", "window", "views"])

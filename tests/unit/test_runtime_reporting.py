@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 
+from rillet.driverapi import reports
 from rillet.runtime import progress, reporting
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
@@ -62,7 +63,7 @@ def test_parsed_progress_carries_source_rates() -> None:
 
 
 def test_the_annotation_value() -> None:
-    report = reporting.ProgressReport(
+    report = reports.Progress(
         executors=3,
         last_batch_time=T0,
         rows_per_second=1520.54,
@@ -74,12 +75,12 @@ def test_the_annotation_value() -> None:
         '{"executors":3,"lastBatchTime":"2025-01-02T03:04:05Z","rowsPerSecond":1520.5,'
         '"batches":812,"applicationId":"spark-5f0c"}'
     )
-    patch = reporting.build_annotation_patch(report)
+    patch = reports.build_annotation_patch(report)
     assert json.loads(patch["metadata"]["annotations"]["rillet.io/progress"])["executors"] == 3
 
 
 def test_before_the_first_batch_the_time_is_null() -> None:
-    report = reporting.ProgressReport(
+    report = reports.Progress(
         executors=0, last_batch_time=None, rows_per_second=0.0, batches=0, application_id="a"
     )
     assert json.loads(report.to_json())["lastBatchTime"] is None
@@ -89,7 +90,7 @@ def test_before_the_first_batch_the_time_is_null() -> None:
 def test_times_are_utc() -> None:
     plus_two = datetime.timezone(datetime.timedelta(hours=2))
     moment = datetime.datetime(2025, 1, 2, 5, 4, 5, tzinfo=plus_two)
-    assert reporting.format_time(moment) == "2025-01-02T03:04:05Z"
+    assert reports.format_time(moment) == "2025-01-02T03:04:05Z"
 
 
 def test_total_rate_counts_each_topic_once_and_drops_silent_queries() -> None:
@@ -115,7 +116,7 @@ def test_the_tally_counts_batches_and_keeps_the_last_time() -> None:
     tally.on_batch(batch("app.dead-letters-orders", {"orders": 80.0}))
     report = tally.report(executors=2, application_id="spark-1")
 
-    assert report == reporting.ProgressReport(
+    assert report == reports.Progress(
         executors=2,
         last_batch_time=now[0],
         rows_per_second=100.0,

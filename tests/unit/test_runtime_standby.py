@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import driverlock, options, warmup
 
-CLICKS = apprun.InputSpec(
+CLICKS = runspecs.InputSpec(
     name="clicks",
     kind="topic",
     topic="web.clicks",
@@ -25,24 +25,24 @@ CLICKS = apprun.InputSpec(
     starting_offsets="latest",
     max_offsets_per_trigger=50_000,
 )
-PAGES = apprun.InputSpec(name="pages", kind="table", topic="web.pages", format="string")
-COUNTS = apprun.OutputSpec(
+PAGES = runspecs.InputSpec(name="pages", kind="table", topic="web.pages", format="string")
+COUNTS = runspecs.OutputSpec(
     id="table-counts", kind="table", topic="web.counts", result="counts", mode="upsert"
 )
 
 
-def _spec() -> apprun.RunSpec:
-    return apprun.RunSpec(
+def _spec() -> runspecs.RunSpec:
+    return runspecs.RunSpec(
         app="clicks",
         namespace="web",
         consumer_group="rillet.web.clicks",
         bootstrap_servers="kafka:9092",
         checkpoint_location="/checkpoint/clicks",
         inputs=(CLICKS, PAGES),
-        pipeline=apprun.PipelineSpec(sql="SELECT 1"),
+        pipeline=runspecs.PipelineSpec(sql="SELECT 1"),
         outputs=(COUNTS,),
         shuffle_partitions=4,
-        trigger=apprun.TriggerSpec(processing_time_ms=500),
+        trigger=runspecs.TriggerSpec(processing_time_ms=500),
     )
 
 
@@ -80,4 +80,4 @@ def test_the_warm_up_reads_one_small_batch_from_the_start_of_each_topic() -> Non
 def test_the_warm_up_never_touches_the_apps_checkpoint() -> None:
     warm = warmup.warm_spec(_spec(), "/tmp/rillet-warm-up-x")
 
-    assert apprun.output_checkpoint(warm, COUNTS) == "/tmp/rillet-warm-up-x/outputs/table-counts"
+    assert runspecs.output_checkpoint(warm, COUNTS) == "/tmp/rillet-warm-up-x/outputs/table-counts"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from rillet.devstack import provisioning
 from rillet.settings import KafkaSettings, OperatorSettings
+from rillet_devstack import provisioning
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 """How far each App's consumer group is behind its input topics, for many Apps at once.
 
 The runtime commits the offsets an App has processed to its consumer group
-(`apprun.consumer_group`); lag is, per partition, the latest offset minus the committed one. A
+(`naming.consumer_group`); lag is, per partition, the latest offset minus the committed one. A
 scaling pass asks about every running App in one call, answered in worker threads:
 - one describe of all input topics (their partition counts);
 - the committed offsets of each consumer group, fetched in parallel, each through a consumer of

@@ -9,26 +9,21 @@ indexes keep), so the scaling loop reads hundreds of Apps without building API m
   differ;
 - `known_parallelism`: the partitions the App's status last reported, which a new driver starts
   its executors within;
-- `driver_observation`, `read_progress`, `count_running_executors`, `unschedulable_executors`:
-  the driver pod, the progress annotation the driver writes on it, and the executor pods.
+- `driver_observation`, `count_running_executors`, `unschedulable_executors`: the driver pod
+  and the executor pods (the progress annotation the driver writes on its pod is read by
+  `driverapi.reports`).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from rillet.api.v1alpha1 import conditions
 from rillet.reconcile import parallelisms
 from rillet.reconcile.appobjects import drivers
 from rillet.reconcile.appstatus import UNSCHEDULABLE, DriverObservation, UnschedulableExecutors
-
-# Written by the driver on its own pod (rillet.runtime.reporting, which the operator does not
-# import: it is the runtime's side).
-PROGRESS_ANNOTATION: Final = "rillet.io/progress"
 
 ReferenceKind = Literal["Topic", "Table"]
 Reference = tuple[ReferenceKind, str]
@@ -211,56 +206,6 @@ def driver_observation(pod: Mapping[str, Any]) -> DriverObservation:
         last_exit_code=terminated.get("exitCode"),
         last_message=terminated.get("message"),
         node_name=(pod.get("spec") or {}).get("nodeName"),
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Progress:
-    """The driver's own report (the progress annotation on its pod)."""
-
-    executors: int | None = None
-    last_batch_time: datetime | None = None
-    rows_per_second: float | None = None
-    batches: int | None = None
-    application_id: str | None = None
-    # The state partitions of its stateful queries (Spark's numShufflePartitions, frozen in the
-    # checkpoint); None for a stateless App or before its first stateful batch.
-    state_partitions: int | None = None
-
-
-def _number(value: Any, kind: type[int] | type[float]) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return kind(value)
-
-
-def _time(value: Any) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def read_progress(pod: Mapping[str, Any] | None) -> Progress:
-    """The progress annotation of the driver pod; empty when absent or unreadable (a driver
-    writes what it writes: a bad value must not stop the App's status)."""
-    annotations = ((pod or {}).get("metadata") or {}).get("annotations") or {}
-    try:
-        document = json.loads(annotations.get(PROGRESS_ANNOTATION) or "{}")
-    except ValueError:
-        return Progress()
-    if not isinstance(document, dict):
-        return Progress()
-    application_id = document.get("applicationId")
-    return Progress(
-        executors=_number(document.get("executors"), int),
-        last_batch_time=_time(document.get("lastBatchTime")),
-        rows_per_second=_number(document.get("rowsPerSecond"), float),
-        batches=_number(document.get("batches"), int),
-        application_id=application_id if isinstance(application_id, str) else None,
-        state_partitions=_count(document.get("statePartitions")),
     )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from rillet.driverapi import reports
 from rillet.reconcile import appnotes, appobservations, appresolving, appstatus, notes, statuses
 
 
@@ -41,7 +42,7 @@ def observe(
 ) -> appstatus.AppObservation:
     """The observation of an App after a reconcile (scaling figures kept from its status)."""
     spec, previous = body.get("spec") or {}, body.get("status") or {}
-    progress = appobservations.read_progress(driver_pod)
+    progress = reports.read_progress(driver_pod)
     executors = previous.get("executors") or {}
     suspended = bool(spec.get("suspend"))
     return appstatus.AppObservation(

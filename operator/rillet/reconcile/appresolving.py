@@ -16,7 +16,8 @@ from typing import Any, Protocol, TypeVar
 import pydantic
 
 from rillet.api.v1alpha1 import apps, objects, tables, topics
-from rillet.reconcile import appobjects, appobservations, apprun, kafkaaccess
+from rillet.driverapi import runspecs
+from rillet.reconcile import appobjects, appobservations, kafkaaccess, runresolving
 from rillet.settings import AppSettings, KafkaSettings
 
 TopicOrTable = TypeVar("TopicOrTable", topics.Topic, tables.Table)
@@ -36,7 +37,7 @@ class ObjectViews(Protocol):
         """The Kafka topic name of a Topic or Table object."""
 
 
-def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogin | None:
+def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> runspecs.KafkaLogin | None:
     """How App drivers log in to Kafka: as the App's own principal when those are on.
 
     Raises ValueError when they are on but the operator does not log in with SASL/SCRAM: its
@@ -54,7 +55,7 @@ def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> apprun.KafkaLogi
             "with SASL/SCRAM: set kafka.securityProtocol to SASL_SSL and kafka.saslMechanism to "
             f"SCRAM-SHA-512 (now {protocol}, {mechanism or 'no mechanism'})"
         )
-    return apprun.KafkaLogin.model_validate(
+    return runspecs.KafkaLogin.model_validate(
         {
             "security_protocol": protocol,
             "sasl_mechanism": mechanism,
@@ -151,8 +152,8 @@ def _run_spec(
     found: Mapping[appobservations.Reference, Mapping[str, Any]],
     env: appobjects.AppEnvironment,
     views: ObjectViews,
-) -> apprun.RunSpec:
-    return apprun.build_run_spec(
+) -> runspecs.RunSpec:
+    return runresolving.build_run_spec(
         app,
         topics_by_name={
             name: _with_kafka_name(topics.Topic, kind, b, views)
@@ -172,7 +173,7 @@ def _run_spec(
 
 
 def _copartitioning(
-    run_spec: apprun.RunSpec,
+    run_spec: runspecs.RunSpec,
     spec: Mapping[str, Any],
     found: Mapping[appobservations.Reference, Mapping[str, Any]],
 ) -> tuple[str, ...]:

@@ -14,7 +14,9 @@ Where an App stands, first match wins:
 - the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
 - the driver refusing to start over a lost Table checkpoint: Failed, Stalled (CheckpointLost,
   with the choices it names), from its first exit on; likewise Kafka refusing the App's
-  principal a topic (KafkaAccessDenied, naming the principal and the topics);
+  principal a topic (KafkaAccessDenied, naming the principal and the topics), and refusing a
+  run spec of another contract version (DriverContractMismatch: operator and runtime image
+  of different releases, saying which to change);
 - the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
 - the driver not ready yet: Pending, Reconciling (DriverStarting), saying what it waits for
   (the scheduler's reason it fits no node, the scheduler, the kubelet, its container);
@@ -28,13 +30,13 @@ Where an App stands, first match wins:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import apps, conditions
+from rillet.driverapi import runspecs, terminations
 from rillet.reconcile import checkpointloss, parallelisms, statuses
 
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
@@ -60,6 +62,10 @@ KAFKA_ACCESS_NOT_GRANTED: Final = "KafkaAccessNotGranted"
 # starts then (runtime.kafkalogin.ACCESS_DENIED).
 KAFKA_ACCESS_DENIED: Final = "KafkaAccessDenied"
 KAFKA_ACCESS_DENIED_ERROR: Final = f"{KAFKA_ACCESS_DENIED}: "
+# The driver refused a run spec of another contract version (the operator and the App's
+# runtime image come from different releases): how its termination message starts then.
+DRIVER_CONTRACT_MISMATCH: Final = "DriverContractMismatch"
+CONTRACT_MISMATCH_ERROR: Final = f"{runspecs.ContractMismatchError.__qualname__}: "
 RUNNING: Final = "Running"
 SUSPENDED: Final = "Suspended"
 
@@ -67,10 +73,6 @@ SUSPENDED: Final = "Suspended"
 UNSCHEDULABLE: Final = "Unschedulable"
 # Container waiting reasons that need a new image (or registry access) from the user.
 IMAGE_PROBLEMS: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
-# Longest driver error line kept in a condition message.
-MAX_ERROR_LENGTH: Final = 1024
-# Log lines of the JVM and Python loggers below ERROR, which follow an error in the log tail.
-_LOG_NOISE = re.compile(r"^(\S+ )?\S+ (TRACE|DEBUG|INFO|WARN|WARNING) ")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +113,9 @@ class AppObservation:
 
     generation: int | None
     suspend: bool = False
-    spec_problems: tuple[str, ...] = ()  # e.g. apprun.UnresolvedError problems other than missing
+    spec_problems: tuple[
+        str, ...
+    ] = ()  # e.g. runresolving.UnresolvedError problems other than missing
     missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
     unready_references: tuple[str, ...] = ()
     copartitioning_problems: tuple[str, ...] = ()
@@ -139,19 +143,6 @@ class Standing:
 
     phase: apps.Phase
     verdict: statuses.Verdict
-
-
-def error_line(message: str | None) -> str | None:
-    """The line of a driver's last words that says what went wrong.
-
-    The last non-empty line that is not an INFO/WARN/DEBUG log line (Spark logs its shutdown
-    after the error), else the last non-empty line; cut to MAX_ERROR_LENGTH.
-    """
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    if not lines:
-        return None
-    errors = [line for line in lines if not _LOG_NOISE.match(line)]
-    return (errors or lines)[-1][:MAX_ERROR_LENGTH]
 
 
 def _phrase(items: Iterable[str], suffix: str) -> list[str]:
@@ -186,7 +177,7 @@ def _spec_standing(observation: AppObservation) -> Standing | None:
 
 
 def _crash_message(driver: DriverObservation) -> str:
-    line = error_line(driver.last_message)
+    line = terminations.error_line(driver.last_message)
     code = f" (exit code {driver.last_exit_code})" if driver.last_exit_code is not None else ""
     if line is None:
         return f"the driver exited{code} {driver.restart_count} times; see its logs"
@@ -197,6 +188,7 @@ def _crash_message(driver: DriverObservation) -> str:
 _REFUSALS: Final = (
     (CHECKPOINT_LOST_ERROR, CHECKPOINT_LOST),
     (KAFKA_ACCESS_DENIED_ERROR, KAFKA_ACCESS_DENIED),
+    (CONTRACT_MISMATCH_ERROR, DRIVER_CONTRACT_MISMATCH),
 )
 
 

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Protocol
 
-from rillet.api.v1alpha1 import appspecs
+from rillet.api.v1alpha1 import appresources
+from rillet.driverapi import reports
 from rillet.reconcile import (
     appnotes,
     appobservations,
     appresolving,
-    apprun,
     appstatus,
+    naming,
     notes,
     parallelisms,
     scaling,
@@ -97,14 +98,14 @@ def target_of(body: Mapping[str, Any], views: appresolving.ObjectViews) -> Targe
             declared[ref] = topic_spec.get("partitions")
     return Target(
         body=body,
-        group=apprun.consumer_group(namespace=namespace, app=name),
+        group=naming.consumer_group(namespace=namespace, app=name),
         inputs=appobservations.stream_inputs(spec, kafka_names, declared),
     )
 
 
 def policy_of(spec: Mapping[str, Any]) -> scaling.ScalingPolicy:
     """The App's scaling policy (spec.scaling as the apiserver defaulted it)."""
-    return scaling.policy_for(appspecs.Scaling.model_validate(spec.get("scaling") or {}))
+    return scaling.policy_for(appresources.Scaling.model_validate(spec.get("scaling") or {}))
 
 
 def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[str, Any]]]:
@@ -161,7 +162,7 @@ def parallelism_of(
         or known.input_partitions
         or appobservations.declared_partitions(target.inputs)
     )
-    state = appobservations.read_progress(driver).state_partitions or known.state_partitions
+    state = reports.read_progress(driver).state_partitions or known.state_partitions
     return parallelisms.Parallelism(input_partitions=partitions, state_partitions=state)
 
 
@@ -176,7 +177,7 @@ def observe(
     namespace, name = target.key
     driver = driver_pod(target, pods)
     executors = pods.get((namespace, name, "executor"), [])
-    progress = appobservations.read_progress(driver)
+    progress = reports.read_progress(driver)
     return appstatus.AppObservation(
         generation=target.body["metadata"].get("generation"),
         driver=appobservations.driver_observation(driver) if driver else None,

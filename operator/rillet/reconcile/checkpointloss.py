@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from rillet.api.v1alpha1 import apps
+from rillet.api.v1alpha1 import appresources
 
 # Partitions named per topic in a message; a termination message holds 1,024 characters.
 NAMED_PARTITIONS = 3
@@ -70,7 +70,7 @@ START = Decision(start=True)
 
 
 def decide(
-    policy: apps.CheckpointLossPolicy,
+    policy: appresources.CheckpointLossPolicy,
     lost: Sequence[LostTable],
     histories: Sequence[InputHistory],
 ) -> Decision:

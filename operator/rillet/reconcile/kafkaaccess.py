@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
+from rillet.reconcile import naming
 
 ResourceType = Literal["TOPIC", "GROUP", "TRANSACTIONAL_ID"]
 PatternType = Literal["LITERAL", "PREFIXED"]
@@ -55,7 +56,7 @@ class Grant:
 
 def principal_name(*, namespace: str, app: str) -> str:
     """The SCRAM user of an App (the same name as its consumer group)."""
-    return apprun.consumer_group(namespace=namespace, app=app)
+    return naming.consumer_group(namespace=namespace, app=app)
 
 
 def principal(user: str) -> str:
@@ -72,7 +73,7 @@ def _topic_grants(topics: Iterable[str], operation: Operation) -> set[Grant]:
     return {Grant("TOPIC", topic, "LITERAL", operation) for topic in topics}
 
 
-def granted_inputs(app: apps.App, run_spec: apprun.RunSpec) -> tuple[apprun.InputSpec, ...]:
+def granted_inputs(app: apps.App, run_spec: runspecs.RunSpec) -> tuple[runspecs.InputSpec, ...]:
     """The run spec's inputs that come from a Topic or Table object (not `external`)."""
     # build_run_spec keeps the order of spec.inputs.
     return tuple(
@@ -82,7 +83,7 @@ def granted_inputs(app: apps.App, run_spec: apprun.RunSpec) -> tuple[apprun.Inpu
     )
 
 
-def grants(app: apps.App, run_spec: apprun.RunSpec) -> frozenset[Grant]:
+def grants(app: apps.App, run_spec: runspecs.RunSpec) -> frozenset[Grant]:
     """Every ACL the App's principal needs, and no other."""
     inputs = granted_inputs(app, run_spec)
     streams = [i.topic for i in inputs if i.kind == "topic"]

@@ -52,3 +52,8 @@ def app_checkpoint_claim_name(app: str) -> str:
 def app_executor_pod_prefix(app: str) -> str:
     """Prefix of executor pod names: Spark names them `<prefix>-exec-<id>`."""
     return app
+
+
+def consumer_group(*, namespace: str, app: str) -> str:
+    """The Kafka consumer group an App commits its processed offsets to."""
+    return f"rillet.{namespace}.{app}"

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rillet.api.v1alpha1 import appspecs
+from rillet.api.v1alpha1 import appresources
 from rillet.reconcile import parallelisms
 
 # The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
@@ -107,7 +107,7 @@ class ScalingDecision:
 
 
 def policy_for(
-    scaling: appspecs.Scaling,
+    scaling: appresources.Scaling,
     *,
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
 ) -> ScalingPolicy:

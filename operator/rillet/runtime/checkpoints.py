@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from rillet.reconcile import apprun, checkpointloss
+from rillet.driverapi import runspecs
+from rillet.reconcile import checkpointloss
 from rillet.runtime import watermarks
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
@@ -38,7 +39,7 @@ TIMEOUT_SECONDS = 30.0
 CheckpointLostError = checkpointloss.CheckpointLostError
 
 
-def guard(spark: SparkSession, spec: apprun.RunSpec) -> apprun.RunSpec:
+def guard(spark: SparkSession, spec: runspecs.RunSpec) -> runspecs.RunSpec:
     """The spec to start (inputs from their earliest offsets when recomputing).
 
     Raises CheckpointLostError when checkpoint.onLoss says not to start.
@@ -65,13 +66,13 @@ def guard(spark: SparkSession, spec: apprun.RunSpec) -> apprun.RunSpec:
     return spec.model_copy(update={"inputs": inputs})
 
 
-def lost_tables(spark: SparkSession, spec: apprun.RunSpec) -> list[checkpointloss.LostTable]:
+def lost_tables(spark: SparkSession, spec: runspecs.RunSpec) -> list[checkpointloss.LostTable]:
     """The Table outputs whose checkpoint holds no offsets while their topic holds records."""
     fresh = [
         (output, checkpoint)
         for output in spec.outputs
         if output.kind == "table"
-        and not has_offsets(spark, checkpoint := apprun.output_checkpoint(spec, output))
+        and not has_offsets(spark, checkpoint := runspecs.output_checkpoint(spec, output))
     ]
     if not fresh:
         return []
@@ -106,7 +107,7 @@ def has_offsets(spark: SparkSession, directory: str) -> bool:
     return any(str(s.getPath().getName()).isdigit() for s in filesystem.listStatus(offsets))
 
 
-def input_histories(spec: apprun.RunSpec) -> list[checkpointloss.InputHistory]:
+def input_histories(spec: runspecs.RunSpec) -> list[checkpointloss.InputHistory]:
     """What each stream input topic still holds of its past."""
     topics = sorted({i.topic for i in spec.stream_inputs})
     admin = AdminClient({**spec.kafka_config, "bootstrap.servers": spec.bootstrap_servers})
@@ -127,7 +128,7 @@ def input_histories(spec: apprun.RunSpec) -> list[checkpointloss.InputHistory]:
 
 
 @contextlib.contextmanager
-def _watermark_reader(spec: apprun.RunSpec) -> Iterator[Consumer]:
+def _watermark_reader(spec: runspecs.RunSpec) -> Iterator[Consumer]:
     """A consumer that joins no group (it only reads watermarks), closed on exit."""
     consumer = Consumer(
         {

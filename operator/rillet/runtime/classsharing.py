@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from rillet.reconcile import apprun
+from rillet.reconcile import sparkdefaults
 
 ARCHIVE_ENV: Final = "RILLET_SPARK_CLASS_ARCHIVE"
 DRIVER_JAVA_OPTIONS: Final = "spark.driver.extraJavaOptions"
@@ -81,13 +81,13 @@ sys.exit(gateway.proc.wait())
 """
 
 # The settings of an App's session that decide which classes its driver loads (its state
-# store, its checkpoint files): apprun.build_spark_conf's.
+# store, its checkpoint files): sparkdefaults.build_spark_conf's.
 _APP_CONF = {
     "spark.ui.enabled": "false",
     "spark.sql.shuffle.partitions": "2",
-    "spark.sql.streaming.stateStore.providerClass": apprun.ROCKSDB_PROVIDER,
+    "spark.sql.streaming.stateStore.providerClass": sparkdefaults.ROCKSDB_PROVIDER,
     "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
-    "spark.sql.streaming.checkpointFileManagerClass": apprun.CHECKPOINT_FILE_MANAGER,
+    "spark.sql.streaming.checkpointFileManagerClass": sparkdefaults.CHECKPOINT_FILE_MANAGER,
 }
 
 

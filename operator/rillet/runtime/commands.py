@@ -22,14 +22,17 @@ import os
 import re
 import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pydantic
 import typer
 
-from rillet.reconcile import apprun
-from rillet.runtime import classsharing, tablecommands
+from rillet.driverapi import runspecs, wiring
+from rillet.reconcile import manifests, runresolving
+from rillet.runtime import classsharing, tablecommands, terminating
 from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
+
+if TYPE_CHECKING:  # imported where used: `rillet run` needs none of it
+    from rillet.runtime import incluster
 
 JARS_ENV = "RILLET_SPARK_JARS"
 
@@ -177,10 +180,10 @@ def run_app(
         )
     documents = load_manifests(app_yaml)
     try:
-        app = apprun.pick_app(apprun.parse_manifests(documents), app_name)
-        ns = namespace or app.metadata.namespace or apprun.DEFAULT_NAMESPACE
+        app = manifests.pick_app(manifests.parse_manifests(documents), app_name)
+        ns = namespace or app.metadata.namespace or runresolving.DEFAULT_NAMESPACE
         default_checkpoint = Path.cwd() / ".rillet" / "checkpoints" / ns / str(app.metadata.name)
-        spec = apprun.build_run_spec_from_manifests(
+        spec = manifests.build_run_spec_from_manifests(
             documents,
             bootstrap_servers=bootstrap_servers,
             app_name=app_name,
@@ -193,7 +196,7 @@ def run_app(
     if checkpoint_dir is not None:  # given on the command line: wins over the App's
         overrides["checkpoint_location"] = str(checkpoint_dir)
     if available_now:
-        overrides["trigger"] = apprun.TriggerSpec(available_now=True)
+        overrides["trigger"] = runspecs.TriggerSpec(available_now=True)
     if max_offsets_per_trigger is not None:
         overrides["max_offsets_per_trigger"] = max_offsets_per_trigger
     spec = spec.model_copy(update=overrides)
@@ -224,7 +227,7 @@ def run_app(
 
 
 RunSpecArgument = Annotated[
-    Path, typer.Argument(help="The run spec (JSON of rillet.reconcile.apprun.RunSpec).")
+    Path, typer.Argument(help="The run spec (JSON of rillet.reconcile.runspecs.RunSpec).")
 ]
 PodTemplateOption = Annotated[
     Path | None,
@@ -240,9 +243,9 @@ def drive_app(
     run_spec: RunSpecArgument,
     executor_pod_template: PodTemplateOption = None,
     jars: JarsOption = None,
-    metrics_port: MetricsPortOption = 9090,
+    metrics_port: MetricsPortOption = wiring.METRICS_PORT,
     metrics_host: MetricsHostOption = "0.0.0.0",  # scraped from outside the pod
-    termination_log: TerminationLogOption = Path("/dev/termination-log"),
+    termination_log: TerminationLogOption = terminating.TERMINATION_LOG,
 ) -> None:
     """Run an App as its driver pod on Kubernetes (the operator's StatefulSet starts this).
 
@@ -256,19 +259,13 @@ def drive_app(
 
     def fail(message: str) -> typer.Exit:
         typer.echo(f"error: {message}", err=True)
-        incluster.write_termination_message(message, termination_log)
+        terminating.write_termination_message(message, termination_log)
         return typer.Exit(code=1)
 
     try:
-        spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
-        pod = incluster.PodIdentity.from_environ(os.environ)
-        conf = incluster.build_drive_conf(
-            operator_conf=incluster.parse_spark_conf_json(os.environ.get(incluster.SPARK_CONF_ENV)),
-            pod=pod,
-            app_name=spec.app,
-            jars=jars,
-            executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
-        )
+        spec, pod, conf, operator_conf = _drive_settings(run_spec, jars, executor_pod_template)
+    except runspecs.ContractMismatchError as error:
+        raise fail(terminating.summarize_error(error)) from None
     except ValueError as error:
         raise fail(str(error)) from None
     missing = incluster.missing_pod_settings(conf, pod)
@@ -285,6 +282,7 @@ def drive_app(
     tally = reporting.BatchTally()
     options = driving.RunOptions(
         spark_conf=conf,
+        run_conf_included=bool(operator_conf),
         metrics_host=metrics_host,
         metrics_port=metrics_port,
         python_path=[str(run_spec.resolve().parent), str(Path.cwd())],
@@ -304,7 +302,27 @@ def drive_app(
         if kafkalogin.is_refusal(text):
             refused = kafkalogin.refused_topics(spec)
             raise fail(kafkalogin.access_denied(text, spec, refused)) from None
-        raise fail(incluster.summarize_error(error)) from None
+        raise fail(terminating.summarize_error(error)) from None
+
+
+def _drive_settings(
+    run_spec: Path, jars: str | None, executor_pod_template: Path | None
+) -> tuple[runspecs.RunSpec, incluster.PodIdentity, dict[str, str], dict[str, str]]:
+    """The run spec, the pod's identity, the driver's Spark conf and the operator's part of it;
+    ValueError (or runspecs.ContractMismatchError) saying what is wrong."""
+    from rillet.runtime import incluster, kafkalogin
+
+    spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
+    pod = incluster.PodIdentity.from_environ(os.environ)
+    operator_conf = wiring.parse_spark_conf_json(os.environ.get(wiring.SPARK_CONF_ENV))
+    conf = incluster.build_drive_conf(
+        operator_conf=operator_conf,
+        pod=pod,
+        app_name=spec.app,
+        jars=jars,
+        executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
+    )
+    return spec, pod, conf, operator_conf
 
 
 def class_archive(
@@ -319,20 +337,14 @@ def class_archive(
     typer.echo(f"wrote {archive} ({archive.stat().st_size // 2**20} MiB)", err=True)
 
 
-def _load_run_spec(path: Path) -> apprun.RunSpec:
-    """The run spec file; ValueError saying what is wrong, without the values (secrets)."""
+def _load_run_spec(path: Path) -> runspecs.RunSpec:
+    """The run spec file; ValueError saying what is wrong, without the values (secrets);
+    runspecs.ContractMismatchError for a run spec of another contract version."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise ValueError(f"cannot read the run spec {path}: {error.strerror}") from None
-    try:
-        return apprun.RunSpec.model_validate_json(text)
-    except pydantic.ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in error.errors(include_input=False, include_url=False)
-        )
-        raise ValueError(f"{path} is not a run spec: {problems}") from None
+    return runspecs.parse(text, source=str(path))
 
 
 def _existing(path: Path | None, option: str) -> str | None:

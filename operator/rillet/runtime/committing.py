@@ -25,7 +25,7 @@ from typing import Final
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import progress
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ COMMIT_TIMEOUT_SECONDS: Final = 30.0
 class OffsetCommitter:
     """Commits, per input partition, the offset every query reading it has processed."""
 
-    def __init__(self, spec: apprun.RunSpec, *, queries: Iterable[str]) -> None:
+    def __init__(self, spec: runspecs.RunSpec, *, queries: Iterable[str]) -> None:
         self.group = spec.consumer_group
         self._readers = progress.initial_readers(
             topics=sorted({i.topic for i in spec.stream_inputs}), queries=queries

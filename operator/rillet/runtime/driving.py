@@ -25,7 +25,8 @@ from types import FrameType
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
+from rillet.reconcile import sparkdefaults
 from rillet.runtime import (
     checkpoints,
     classsharing,
@@ -58,6 +59,9 @@ class RunOptions:
 
     master: str | None = None
     spark_conf: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Whether spark_conf holds the run spec's Spark conf already: the driver pod's does, as the
+    # operator built it (sparkdefaults.build_spark_conf); otherwise it is built here.
+    run_conf_included: bool = False
     metrics_host: str = "127.0.0.1"
     metrics_port: int | None = None
     python_path: Sequence[str] = ()
@@ -65,19 +69,27 @@ class RunOptions:
     class_archive: Path | None = None  # the driver JVM maps it (runtime.classsharing)
 
 
-def build_session(spec: apprun.RunSpec, run_options: RunOptions) -> SparkSession:
+def build_session(spec: runspecs.RunSpec, run_options: RunOptions) -> SparkSession:
     """The SparkSession of the App: its conf, plus the caller's (jars, master, UI...)."""
     builder = SparkSession.builder
     if run_options.master:
         builder = builder.master(run_options.master)
     if (run_options.master or "").startswith("local"):
         local_workers_run_this_python()
-    conf = {**apprun.build_spark_conf(spec), **run_options.spark_conf}
+    conf = session_conf(spec, run_options)
     conf |= classsharing.java_options(conf, run_options.class_archive)
     conf |= jvm.jar_conf(conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def session_conf(spec: runspecs.RunSpec, run_options: RunOptions) -> dict[str, str]:
+    """The run spec's Spark conf, then the caller's: built here only when the caller's does not
+    hold it (a driver pod's holds it as the operator built it, which is not built twice)."""
+    if run_options.run_conf_included:
+        return dict(run_options.spark_conf)
+    return {**sparkdefaults.build_spark_conf(spec), **run_options.spark_conf}
 
 
 def local_workers_run_this_python() -> None:
@@ -93,7 +105,7 @@ class Driver:
     def __init__(
         self,
         spark: SparkSession,
-        spec: apprun.RunSpec,
+        spec: runspecs.RunSpec,
         *,
         app_metrics: metrics.Metrics | None = None,
         on_batch: Sequence[listening.BatchHandler] = (),
@@ -108,7 +120,7 @@ class Driver:
         self._handled: dict[str, int] = {}
         self._handled_changed = threading.Condition()
 
-    def plan(self) -> tuple[list[tuple[apprun.OutputSpec, DataFrame]], dict[str, DataFrame]]:
+    def plan(self) -> tuple[list[tuple[runspecs.OutputSpec, DataFrame]], dict[str, DataFrame]]:
         """Build every DataFrame and check every output against its result, starting nothing."""
         inputs = reading.read_inputs(self.spark, self.spec)
         results = pipelines.run_pipeline(self.spark, self.spec.pipeline, inputs.views)
@@ -284,7 +296,7 @@ Alongside = Callable[[SparkSession], AbstractContextManager[object]]
 
 
 def run(
-    spec: apprun.RunSpec,
+    spec: runspecs.RunSpec,
     run_options: RunOptions,
     *,
     on_batch: Sequence[listening.BatchHandler] = (),
@@ -322,7 +334,7 @@ def run(
 
 
 def hold_checkpoint(
-    lock: driverlock.DriverLock, spark: SparkSession, spec: apprun.RunSpec, stop: threading.Event
+    lock: driverlock.DriverLock, spark: SparkSession, spec: runspecs.RunSpec, stop: threading.Event
 ) -> bool:
     """Hold the App's checkpoint; whether it is held (not if `stop` was set first).
 
@@ -346,15 +358,15 @@ def hold_checkpoint(
 
 
 def _outputs_planned(
-    spark: SparkSession, spec: apprun.RunSpec
-) -> list[tuple[apprun.OutputSpec, DataFrame]]:
+    spark: SparkSession, spec: runspecs.RunSpec
+) -> list[tuple[runspecs.OutputSpec, DataFrame]]:
     """The App's outputs and their frames, planned as its driver plans them."""
     frames, _ = Driver(spark, spec).plan()
     return frames
 
 
 def _drive(
-    driver: Driver, spec: apprun.RunSpec, run_options: RunOptions, stop: threading.Event
+    driver: Driver, spec: runspecs.RunSpec, run_options: RunOptions, stop: threading.Event
 ) -> None:
     """Start the App's queries and run them until they end, one fails, or `stop` is set."""
     driver.start()

@@ -1,4 +1,4 @@
-"""The driver as a pod of the App's StatefulSet: its settings, its loop, how it reports failure.
+"""The driver as a pod of the App's StatefulSet: its settings and its loop beside the App.
 
 The operator starts `rillet drive` in the driver pod with the pod's identity from the downward
 API (POD_NAME, POD_IP, POD_NAMESPACE), the App's name (RILLET_APP_NAME) and the Spark settings
@@ -7,8 +7,8 @@ This module turns those into the driver's Spark conf (`build_drive_conf`), runs 
 the App (`alongside`): it reads the App's `status.executors.desired` and applies it
 (`scaling.Scaler`) as soon as a watch of the App sees the count change, and every
 `SCALE_SECONDS` in any case; every `REPORT_SECONDS` and after each scale action it patches the
-pod's progress annotation (`reporting`); and it says why a driver failed in one line, which the
-pod's termination message carries to the operator (`summarize_error`).
+pod's progress annotation (`reporting`). Why a driver failed goes to the operator in the pod's
+termination message (`terminating`).
 
 The loop never stops the App: a failed read, watch or patch is logged and tried again later. It
 needs the in-cluster credentials of the pod's ServiceAccount (its Role grants `get` and `watch`
@@ -20,30 +20,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rillet.runtime import reporting, scaling
+from rillet.driverapi import reports, wiring
+from rillet.runtime import reporting, scaling, terminating
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-POD_NAME_ENV = "POD_NAME"
-POD_IP_ENV = "POD_IP"
-POD_NAMESPACE_ENV = "POD_NAMESPACE"
-APP_NAME_ENV = "RILLET_APP_NAME"
-SPARK_CONF_ENV = "RILLET_SPARK_CONF_JSON"
-TERMINATION_LOG = Path("/dev/termination-log")
-
-APP_GROUP, APP_VERSION, APP_PLURAL = "rillet.io", "v1alpha1", "apps"
 SCALE_SECONDS = 2.0
 # One watch request lasts this long, then another starts (the apiserver ends watches anyway).
 WATCH_SECONDS = 300
@@ -52,8 +42,6 @@ WATCH_SECONDS = 300
 WATCH_RETRY_SECONDS = 30.0
 REPORT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 5.0
-# Kubernetes keeps at most 4096 bytes of a termination message; a condition wants one line.
-MESSAGE_LIMIT = 1024
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -73,29 +61,11 @@ class PodIdentity:
             return environ.get(name) or None
 
         return cls(
-            pod_name=get(POD_NAME_ENV),
-            pod_ip=get(POD_IP_ENV),
-            namespace=get(POD_NAMESPACE_ENV),
-            app_name=get(APP_NAME_ENV),
+            pod_name=get(wiring.POD_NAME_ENV),
+            pod_ip=get(wiring.POD_IP_ENV),
+            namespace=get(wiring.POD_NAMESPACE_ENV),
+            app_name=get(wiring.APP_NAME_ENV),
         )
-
-
-def parse_spark_conf_json(text: str | None) -> dict[str, str]:
-    """RILLET_SPARK_CONF_JSON as Spark settings; raises ValueError (never quoting values)."""
-    if not text:
-        return {}
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{SPARK_CONF_ENV} is not JSON ({error.msg})") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"{SPARK_CONF_ENV} must be a JSON object of Spark settings")
-    conf: dict[str, str] = {}
-    for key, value in parsed.items():
-        if isinstance(value, dict | list) or value is None:
-            raise ValueError(f"{SPARK_CONF_ENV}: {key} must be a string, number or boolean")
-        conf[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    return conf
 
 
 def build_drive_conf(
@@ -128,72 +98,9 @@ def missing_pod_settings(conf: Mapping[str, str], pod: PodIdentity) -> list[str]
         return []
     return [
         name
-        for name, value in ((POD_IP_ENV, pod.pod_ip), (POD_NAME_ENV, pod.pod_name))
+        for name, value in ((wiring.POD_IP_ENV, pod.pod_ip), (wiring.POD_NAME_ENV, pod.pod_name))
         if not value
     ]
-
-
-_TRACEBACK = "Traceback (most recent call last):"
-_STREAM_FAILED = re.compile(r"\[STREAM_FAILED\] Query \[[^\]]*\] terminated with exception: ")
-_QUERY_FAILED = re.compile(r"^(query \S+ failed): ")
-_PY4J_CALL = "An error occurred while calling"
-
-
-def summarize_text(text: str, *, limit: int = MESSAGE_LIMIT) -> str:
-    """One line saying what went wrong, from an error's text.
-
-    A Python traceback inside the text (a UDF or foreachBatch raising in a query) gives its
-    last line (`ValueError: ...`), after the failed query's name; otherwise the first line
-    that says something, without Spark's wrapping.
-    """
-    context = _QUERY_FAILED.match(text)
-    prefix = f"{context.group(1)}: " if context else ""
-    if _TRACEBACK in text:
-        after = text.rsplit(_TRACEBACK, 1)[1].splitlines()
-        line = next((x for x in after if x.strip() and not x[:1].isspace()), "")
-        if line:
-            return _clip(prefix + line.strip(), limit)
-    lines = [x.strip() for x in text.splitlines() if x.strip()]
-    if len(lines) > 1 and _PY4J_CALL in lines[0]:  # the Java exception is on the next line
-        lines = [lines[1].removeprefix(": "), *lines[2:]]
-    return _clip(_STREAM_FAILED.sub("", lines[0]) if lines else text.strip(), limit)
-
-
-def summarize_error(error: BaseException, *, limit: int = MESSAGE_LIMIT) -> str:
-    """One line for an error that ended the driver: `Type: message`, or the query's failure.
-
-    (driving.QueryFailedError is told by its name: importing driving imports pyspark.)
-    """
-    text = str(error) if type(error).__name__ == "QueryFailedError" else _exception_only(error)
-    return summarize_text(text, limit=limit)
-
-
-def _exception_only(error: BaseException) -> str:
-    """`Type: message`, as a traceback ends (the type's short name)."""
-    message = str(error)
-    return f"{type(error).__qualname__}: {message}" if message else type(error).__qualname__
-
-
-def _clip(line: str, limit: int) -> str:
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def write_termination_message(message: str, path: Path = TERMINATION_LOG) -> bool:
-    """Write the message where Kubernetes takes the container's termination message from."""
-    try:
-        with path.open("w", encoding="utf-8") as stream:
-            stream.write(message + "\n")
-    except OSError:
-        return False
-    return True
-
-
-def describe_failure(error: BaseException) -> str:
-    """A short line for a failed call in the loop: an HTTP status, never headers or bodies."""
-    status = getattr(error, "status", None)
-    if isinstance(status, int):
-        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".strip()
-    return _clip(summarize_text(str(error)) or type(error).__name__, 200)
 
 
 class Kube(Protocol):
@@ -203,7 +110,7 @@ class Kube(Protocol):
 
     def read_desired(self) -> int | None: ...
     def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]: ...
-    def patch_progress(self, report: reporting.ProgressReport) -> None: ...
+    def patch_progress(self, report: reports.Progress) -> None: ...
     def close(self) -> None: ...
 
 
@@ -242,10 +149,10 @@ class KubeAccess:
             return None
         try:
             app = self._custom.get_namespaced_custom_object(
-                APP_GROUP,
-                APP_VERSION,
+                wiring.APP_GROUP,
+                wiring.APP_VERSION,
                 self.namespace,
-                APP_PLURAL,
+                wiring.APP_PLURAL,
                 self.app_name,
                 _request_timeout=REQUEST_TIMEOUT_SECONDS,
             )
@@ -264,10 +171,10 @@ class KubeAccess:
             return
         events = watch.Watch().stream(  # type: ignore[no-untyped-call]
             self._custom.list_namespaced_custom_object,
-            APP_GROUP,
-            APP_VERSION,
+            wiring.APP_GROUP,
+            wiring.APP_VERSION,
             self.namespace,
-            APP_PLURAL,
+            wiring.APP_PLURAL,
             field_selector=f"metadata.name={self.app_name}",
             timeout_seconds=timeout_seconds,
             _request_timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
@@ -276,12 +183,12 @@ class KubeAccess:
             app = event.get("object")
             yield scaling.desired_executors(app) if isinstance(app, Mapping) else None
 
-    def patch_progress(self, report: reporting.ProgressReport) -> None:
+    def patch_progress(self, report: reports.Progress) -> None:
         """Set the pod's progress annotation (a strategic merge patch of its metadata)."""
         self._core.patch_namespaced_pod(
             self.pod_name,
             self.namespace,
-            reporting.build_annotation_patch(report),
+            reports.build_annotation_patch(report),
             _request_timeout=REQUEST_TIMEOUT_SECONDS,
         )
 
@@ -398,13 +305,15 @@ class InClusterLoop:
         try:
             self._kube.patch_progress(report)
         except Exception as error:
-            log.debug("patching the progress annotation failed: %s", describe_failure(error))
+            log.debug(
+                "patching the progress annotation failed: %s", terminating.describe_failure(error)
+            )
             return
         self._reported = value
 
     def _trouble(self, kind: str, what: str, error: BaseException) -> None:
         """Log a failure once at warning while it repeats, at debug afterwards."""
-        line = f"{what}: {describe_failure(error)}"
+        line = f"{what}: {terminating.describe_failure(error)}"
         level = logging.DEBUG if self._problems.get(kind) == line else logging.WARNING
         self._problems[kind] = line
         log.log(level, "%s (the App keeps running)", line)
@@ -431,8 +340,8 @@ def _start_loop(
     if pod.pod_name is None or pod.namespace is None:
         log.warning(
             "%s or %s not set: no live scaling, no progress annotation",
-            POD_NAME_ENV,
-            POD_NAMESPACE_ENV,
+            wiring.POD_NAME_ENV,
+            wiring.POD_NAMESPACE_ENV,
         )
         return None
     try:
@@ -451,7 +360,9 @@ def _start_loop(
             application_id=str(sc.applicationId),
         )
     except Exception as error:  # the App runs on without the loop
-        log.warning("no live scaling, no progress annotation: %s", describe_failure(error))
+        log.warning(
+            "no live scaling, no progress annotation: %s", terminating.describe_failure(error)
+        )
         kube.close()
         return None
     loop.start()

@@ -18,7 +18,8 @@ from typing import Final
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from rillet.reconcile import apprun, kafkaaccess
+from rillet.driverapi import runspecs
+from rillet.reconcile import kafkaaccess
 
 # How the driver's termination message starts when Kafka refused its principal
 # (reconcile.appstatus.KAFKA_ACCESS_DENIED_ERROR reads it).
@@ -49,7 +50,7 @@ def _read(directory: Path, key: str) -> str:
         ) from None
 
 
-def with_credentials(spec: apprun.RunSpec) -> apprun.RunSpec:
+def with_credentials(spec: runspecs.RunSpec) -> runspecs.RunSpec:
     """The spec with the login's credentials in its kafka_config; as it is without a login.
 
     Raises ValueError naming the file that cannot be read (never its content).
@@ -98,7 +99,7 @@ def is_refusal(error_text: str) -> bool:
     return _REFUSED.search(error_text) is not None
 
 
-def refused_topics(spec: apprun.RunSpec, *, timeout: float = 10.0) -> list[str]:
+def refused_topics(spec: runspecs.RunSpec, *, timeout: float = 10.0) -> list[str]:
     """The App's topics Kafka does not let its principal see, asked of Kafka: Java's messages
     often say only "Authorization failed."."""
     topics = sorted(
@@ -119,7 +120,7 @@ def refused_topics(spec: apprun.RunSpec, *, timeout: float = 10.0) -> list[str]:
     return refused
 
 
-def access_denied(error_text: str, spec: apprun.RunSpec, refused: list[str]) -> str:
+def access_denied(error_text: str, spec: runspecs.RunSpec, refused: list[str]) -> str:
     """The termination message of a failure that is Kafka refusing the App's principal
     (`refused`: the topics it may not see, as far as known)."""
     user = spec.kafka_config.get("sasl.username")

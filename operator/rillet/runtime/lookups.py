@@ -43,7 +43,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rillet.api.v1alpha1 import fields
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import pinning, records, tables, watermarks
 from rillet.runtime.tablestore import TableStore
 
@@ -256,7 +256,7 @@ def _look_up(
         yield batch.append_column(value_column, values)
 
 
-def with_lookups(view: DataFrame, spec: apprun.RunSpec, item: apprun.InputSpec) -> DataFrame:
+def with_lookups(view: DataFrame, spec: runspecs.RunSpec, item: runspecs.InputSpec) -> DataFrame:
     """The topic input's view with a column per lookup, named after its Table input."""
     for lookup in item.lookups:
         view = with_lookup(view, spec, item, lookup)
@@ -264,7 +264,7 @@ def with_lookups(view: DataFrame, spec: apprun.RunSpec, item: apprun.InputSpec) 
 
 
 def with_lookup(
-    view: DataFrame, spec: apprun.RunSpec, item: apprun.InputSpec, lookup: apprun.LookupSpec
+    view: DataFrame, spec: runspecs.RunSpec, item: runspecs.InputSpec, lookup: runspecs.LookupSpec
 ) -> DataFrame:
     """The view with the Table's value of each record's key as a column named lookup.table."""
     table = next(i for i in spec.inputs if i.name == lookup.table and i.kind == "table")

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import kafkalogin
 
 
-def kafka_client_options(spec: apprun.RunSpec) -> dict[str, str]:
+def kafka_client_options(spec: runspecs.RunSpec) -> dict[str, str]:
     """Connection settings of Spark's Kafka source and sink (prefixed `kafka.`, Java names)."""
     java = kafkalogin.java_client_config(spec.kafka_config)
     return {
@@ -28,13 +28,13 @@ SOURCE_CONSUMER_DEFAULTS = {
     # at the end of the previous range stalled tasks of small batches by half a second.
     "kafka.fetch.max.wait.ms": "10",
     # Fewer, larger fetches and polls: catching up went from ~150k to ~180k records/s per core
-    # (word count, bench/pipeline.py) over the defaults (1 MiB per partition, 500 records).
+    # (word count, bench/pipeline/) over the defaults (1 MiB per partition, 500 records).
     "kafka.max.partition.fetch.bytes": str(8 << 20),
     "kafka.max.poll.records": "10000",
 }
 
 
-def stream_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[str, str]:
+def stream_reader_options(spec: runspecs.RunSpec, item: runspecs.InputSpec) -> dict[str, str]:
     """Options of the streaming Kafka source of a topic input.
 
     startingOffsets only applies to a new checkpoint; afterwards Spark resumes from its offsets.
@@ -55,7 +55,7 @@ def stream_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[
     return options
 
 
-def table_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[str, str]:
+def table_reader_options(spec: runspecs.RunSpec, item: runspecs.InputSpec) -> dict[str, str]:
     """Options of the batch Kafka read of a Table's changelog (all of it, up to now)."""
     return {
         **kafka_client_options(spec),
@@ -65,12 +65,12 @@ def table_reader_options(spec: apprun.RunSpec, item: apprun.InputSpec) -> dict[s
     }
 
 
-def writer_options(spec: apprun.RunSpec, *, topic: str) -> dict[str, str]:
+def writer_options(spec: runspecs.RunSpec, *, topic: str) -> dict[str, str]:
     """Options of Spark's Kafka writer (sink or batch write) to `topic` (at-least-once)."""
     return {**kafka_client_options(spec), "topic": topic}
 
 
-def trigger_kwargs(trigger: apprun.TriggerSpec) -> dict[str, Any]:
+def trigger_kwargs(trigger: runspecs.TriggerSpec) -> dict[str, Any]:
     """Keyword arguments of DataStreamWriter.trigger; empty for back-to-back micro-batches."""
     if trigger.available_now:
         return {"availableNow": True}
@@ -82,7 +82,7 @@ def trigger_kwargs(trigger: apprun.TriggerSpec) -> dict[str, Any]:
 
 
 def output_mode(
-    output: apprun.OutputSpec | None, trigger: apprun.TriggerSpec
+    output: runspecs.OutputSpec | None, trigger: runspecs.TriggerSpec
 ) -> Literal["append", "update"]:
     """Spark's output mode: upsert outputs emit each batch's changed rows (update).
 
@@ -94,6 +94,6 @@ def output_mode(
     return "append"
 
 
-def query_name(spec: apprun.RunSpec, name: str) -> str:
+def query_name(spec: runspecs.RunSpec, name: str) -> str:
     """Name of a streaming query of the App (unique within the driver)."""
     return f"{spec.app}.{name}"

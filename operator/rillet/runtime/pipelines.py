@@ -6,7 +6,7 @@ the result. An output's `from` names a view (an input or one the statements made
 Python: `module:function` is imported and called as `function(spark, inputs)`, with the
 SparkSession and a dict of the input DataFrames by input name (the same DataFrames the views
 show). It returns a DataFrame (the result), or a dict of DataFrames by result name, which an
-output's `from` names. This is the contract `apps.PythonPipeline` documents.
+output's `from` names. This is the contract `appflows.PythonPipeline` documents.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import statements
 
 
@@ -66,7 +66,7 @@ class Results:
 
 
 def run_pipeline(
-    spark: SparkSession, pipeline: apprun.PipelineSpec, inputs: Mapping[str, DataFrame]
+    spark: SparkSession, pipeline: runspecs.PipelineSpec, inputs: Mapping[str, DataFrame]
 ) -> Results:
     """Run the SQL statements or call the Python function; returns its results (not started)."""
     if pipeline.sql is not None:

@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import StructType
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import lookups, options, records
 
 
@@ -42,7 +42,7 @@ def schema_columns(ddl: str) -> list[str]:
     return list(schema.fieldNames())
 
 
-def read_inputs(spark: SparkSession, spec: apprun.RunSpec) -> Inputs:
+def read_inputs(spark: SparkSession, spec: runspecs.RunSpec) -> Inputs:
     """Every input of the App, registered as a temporary view of its name."""
     views: dict[str, DataFrame] = {}
     bad: dict[str, DataFrame] = {}
@@ -61,14 +61,14 @@ def read_inputs(spark: SparkSession, spec: apprun.RunSpec) -> Inputs:
 
 
 def read_topic(
-    spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec
+    spark: SparkSession, spec: runspecs.RunSpec, item: runspecs.InputSpec
 ) -> tuple[DataFrame, DataFrame | None]:
     """A topic input's stream, and the stream of its bad records (json with a dead-letter topic)."""
     raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
     stream = raw.load()
     if item.format != "json":
         return stream.selectExpr(*records.view_exprs(item.format)), None
-    assert item.value_schema is not None  # apprun requires a schema for json inputs
+    assert item.value_schema is not None  # runresolving requires a schema for json inputs
     parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
         "*", records.error_expr()
     )
@@ -80,7 +80,7 @@ def read_topic(
     return good, parsed.where(f"{records.ERROR} IS NOT NULL")
 
 
-def with_event_time(view: DataFrame, item: apprun.InputSpec) -> DataFrame:
+def with_event_time(view: DataFrame, item: runspecs.InputSpec) -> DataFrame:
     """The view with Spark's watermark on the input's event-time column, when it has one."""
     if item.event_time is None:
         return view
@@ -96,7 +96,7 @@ def with_event_time(view: DataFrame, item: apprun.InputSpec) -> DataFrame:
     return view.withWatermark(records.quote(column), delay)
 
 
-def read_table(spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec) -> DataFrame:
+def read_table(spark: SparkSession, spec: runspecs.RunSpec, item: runspecs.InputSpec) -> DataFrame:
     """A Table's latest value per key, as the columns of its value format."""
     raw = spark.read.format("kafka").options(**options.table_reader_options(spec, item)).load()
     in_partition = raw.groupBy("key", "partition").agg(
@@ -114,7 +114,7 @@ def read_table(spark: SparkSession, spec: apprun.RunSpec, item: apprun.InputSpec
         .where("value IS NOT NULL")
     )
     if item.format == "json":
-        assert item.value_schema is not None  # apprun requires a schema for json Tables
+        assert item.value_schema is not None  # runresolving requires a schema for json Tables
         columns = schema_columns(item.value_schema)
         parsed = latest.selectExpr(
             "key",

@@ -1,6 +1,6 @@
 """Kafka records to rows and rows to records, as Spark SQL expressions (pure).
 
-Reading: a topic input becomes a view whose columns depend on its format (`apps.Input`): json
+Reading: a topic input becomes a view whose columns depend on its format (`appflows.Input`): json
 gives the columns of its schema, string and bytes give `key` and `value`; every view also has
 `timestamp`, `partition` and `offset` (a schema column of the same name wins). A json value that
 does not parse, or does not fit the schema, is a bad record: it gets an error kind
@@ -20,7 +20,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from rillet.api.v1alpha1 import fields
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 
 INTERNAL_PREFIX = "__rillet_"
 ROW = "__rillet_row"
@@ -112,7 +112,7 @@ def lookup_value_expr(column: str, fmt: fields.Format, value_schema: str | None)
     """A looked-up value (BINARY, NULL when absent) as the Table input's view shows values: the
     struct of its json columns, or the value itself."""
     if fmt == "json":
-        assert value_schema is not None  # apprun requires a schema for json Tables
+        assert value_schema is not None  # runresolving requires a schema for json Tables
         return f"from_json(CAST({quote(column)} AS STRING), {sql_string(value_schema)})"
     if fmt == "string":
         return f"CAST({quote(column)} AS STRING)"
@@ -155,7 +155,7 @@ class RecordExprs:
         return [*key, f"{self.value} AS value"]
 
 
-def key_columns_of(output: apprun.OutputSpec, columns: Sequence[str]) -> tuple[str, ...]:
+def key_columns_of(output: runspecs.OutputSpec, columns: Sequence[str]) -> tuple[str, ...]:
     """The key columns, with the window added for a windowed Table that does not list it."""
     keys = output.key_columns
     if output.window is None or any(c in keys for c in WINDOW_COLUMNS):
@@ -168,7 +168,7 @@ def key_columns_of(output: apprun.OutputSpec, columns: Sequence[str]) -> tuple[s
     )
 
 
-def build_record_exprs(output: apprun.OutputSpec, columns: Sequence[str]) -> RecordExprs:
+def build_record_exprs(output: runspecs.OutputSpec, columns: Sequence[str]) -> RecordExprs:
     """Key and value expressions of an output over a result with `columns`.
 
     Raises ValueError naming what does not fit (a missing column, several columns for a string

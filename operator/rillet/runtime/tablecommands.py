@@ -19,7 +19,7 @@ import typer
 from confluent_kafka import KafkaException
 
 from rillet.api.v1alpha1 import fields
-from rillet.reconcile import apprun
+from rillet.reconcile import manifests, runresolving
 from rillet.runtime import clustertables, tables
 from rillet.runtime.cliargs import BOOTSTRAP_ENV, load_manifests
 
@@ -164,11 +164,11 @@ def resolve_table(
     """The Table's topic and formats: from --file, else the cluster, else TABLE itself."""
     if file is not None:
         try:
-            declared = apprun.table_in(load_manifests(file), table)
+            declared = manifests.table_in(load_manifests(file), table)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--file") from None
         return clustertables.ClusterTable(
-            topic=topic or apprun.topic_name(declared),
+            topic=topic or runresolving.topic_name(declared),
             key_format=key_format_of(fmt or declared.spec.key_format),
             value_format=declared.spec.value_format,
         )

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import options, records
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,10 @@ TIMEOUT_SECONDS = 60.0
 _POLL_SECONDS = 0.1
 
 # The App's outputs and the frame each writes, as its driver plans them (driving.Driver.plan).
-Plan = Callable[[SparkSession, apprun.RunSpec], Sequence[tuple[apprun.OutputSpec, DataFrame]]]
+Plan = Callable[[SparkSession, runspecs.RunSpec], Sequence[tuple[runspecs.OutputSpec, DataFrame]]]
 
 
-def warm_spec(spec: apprun.RunSpec, scratch: str) -> apprun.RunSpec:
+def warm_spec(spec: runspecs.RunSpec, scratch: str) -> runspecs.RunSpec:
     """The App as the warm-up runs it: one micro-batch of its inputs' first records, under the
     `scratch` checkpoint."""
     inputs = tuple(
@@ -51,13 +51,13 @@ def warm_spec(spec: apprun.RunSpec, scratch: str) -> apprun.RunSpec:
             "checkpoint_location": scratch,
             "inputs": inputs,
             "max_offsets_per_trigger": WARM_UP_RECORDS,  # overrides each input's own
-            "trigger": apprun.TriggerSpec(processing_time_ms=ONE_BATCH_MS),
+            "trigger": runspecs.TriggerSpec(processing_time_ms=ONE_BATCH_MS),
         }
     )
 
 
 def warm_up(
-    spark: SparkSession, spec: apprun.RunSpec, *, plan: Plan, until: Callable[[], bool]
+    spark: SparkSession, spec: runspecs.RunSpec, *, plan: Plan, until: Callable[[], bool]
 ) -> None:
     """Run the App's `plan` once into the noop sink; end early once `until()` holds.
 
@@ -94,7 +94,7 @@ def warm_up(
 
 
 def _start(
-    spark: SparkSession, spec: apprun.RunSpec, plan: Plan, queries: list[StreamingQuery]
+    spark: SparkSession, spec: runspecs.RunSpec, plan: Plan, queries: list[StreamingQuery]
 ) -> None:
     """Start one noop query per output of the App's plan, into `queries` (the caller stops
     them, also those started before a failure)."""
@@ -104,7 +104,7 @@ def _start(
         writer = writer.outputMode(options.output_mode(output, spec.trigger))
         writer = writer.trigger(**options.trigger_kwargs(spec.trigger))
         queries.append(
-            writer.option("checkpointLocation", apprun.output_checkpoint(spec, output)).start()
+            writer.option("checkpointLocation", runspecs.output_checkpoint(spec, output)).start()
         )
 
 

@@ -34,7 +34,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
-from rillet.reconcile import apprun
+from rillet.driverapi import runspecs
 from rillet.runtime import options, pinning, records, transactions
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
@@ -75,12 +75,12 @@ class Started:
     gate: BatchGate | None
 
 
-def dead_letter_query_name(item: apprun.InputSpec) -> str:
+def dead_letter_query_name(item: runspecs.InputSpec) -> str:
     """Name (within the App) of the query routing an input's bad records."""
     return f"dead-letters-{item.name}"
 
 
-def _observe(frame: DataFrame, spec: apprun.RunSpec, name: str, condition: str) -> DataFrame:
+def _observe(frame: DataFrame, spec: runspecs.RunSpec, name: str, condition: str) -> DataFrame:
     """Count rows matching `condition` into the batch's observed metrics (micro-batches only)."""
     if spec.trigger.real_time_ms is not None:
         return frame
@@ -88,7 +88,7 @@ def _observe(frame: DataFrame, spec: apprun.RunSpec, name: str, condition: str) 
     return frame.observe(name, counted)
 
 
-def start_output(spec: apprun.RunSpec, output: apprun.OutputSpec, frame: DataFrame) -> Started:
+def start_output(spec: runspecs.RunSpec, output: runspecs.OutputSpec, frame: DataFrame) -> Started:
     """Start the query writing `frame` (a result of the pipeline) to `output`."""
     exprs = records.build_record_exprs(output, frame.columns)
     rows = frame
@@ -101,14 +101,14 @@ def start_output(spec: apprun.RunSpec, output: apprun.OutputSpec, frame: DataFra
         spec,
         name=options.query_name(spec, output.id),
         topic=output.topic,
-        checkpoint=apprun.output_checkpoint(spec, output),
+        checkpoint=runspecs.output_checkpoint(spec, output),
         mode=options.output_mode(output, spec.trigger),
         exactly_once=output.exactly_once,
     )
 
 
 def start_dead_letters(
-    spec: apprun.RunSpec, item: apprun.InputSpec, bad_records: DataFrame
+    spec: runspecs.RunSpec, item: runspecs.InputSpec, bad_records: DataFrame
 ) -> Started:
     """Start the query sending an input's bad records to the App's dead-letter topic."""
     assert spec.dead_letter_topic is not None
@@ -122,7 +122,7 @@ def start_dead_letters(
         spec,
         name=options.query_name(spec, name),
         topic=spec.dead_letter_topic,
-        checkpoint=apprun.dead_letter_checkpoint(spec, item),
+        checkpoint=runspecs.dead_letter_checkpoint(spec, item),
         mode=options.output_mode(None, spec.trigger),
         exactly_once=spec.dead_letter_exactly_once,
     )
@@ -130,7 +130,7 @@ def start_dead_letters(
 
 def _start(
     frame: DataFrame,
-    spec: apprun.RunSpec,
+    spec: runspecs.RunSpec,
     *,
     name: str,
     topic: str,
@@ -165,7 +165,7 @@ def _start(
     return Started(writer.foreachBatch(_batch_writer(gate, sink, pins)).start(), gate)
 
 
-def _lookup_pins(spec: apprun.RunSpec, name: str) -> pinning.LookupPins | None:
+def _lookup_pins(spec: runspecs.RunSpec, name: str) -> pinning.LookupPins | None:
     """The pins of a query's batches, when the App looks Tables up (pinning.py)."""
     tables = {i.name: i.topic for i in spec.inputs if i.kind == "table"}
     looked_up = [tables[lookup.table] for i in spec.inputs for lookup in i.lookups]

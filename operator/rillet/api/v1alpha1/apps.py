@@ -5,9 +5,9 @@ pipeline (Spark SQL over those views, or a Python function), and writes the resu
 Tables. The operator runs the Spark driver, scales executors on Kafka lag between
 `scaling.minExecutors` and `scaling.maxExecutors`, and reports progress in `status`.
 
-The parts of the spec (inputs, pipeline, outputs, scaling, resources...) are in `appspecs`;
-this module holds the App as a whole: its name rule, the Spark settings it may not set, its
-spec and its status.
+The parts of the spec are in `appflows` (inputs, pipeline, outputs) and `appresources` (scaling,
+resources, checkpoint, trigger); this module holds the App as a whole: its name rule, the Spark
+settings it may not set, its spec and its status.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from rillet.api.v1alpha1 import appspecs, conditions, fields, objects, rules
+from rillet.api.v1alpha1 import appflows, appresources, conditions, fields, objects, rules
 
 # Spark settings Rillet derives from the App (or from where it runs): a user value would be
 # overwritten or would break the driver, so the apiserver refuses them.
@@ -63,25 +63,6 @@ RESERVED_SPARK_CONF_PREFIXES = ("spark.dynamicAllocation.", "spark.kubernetes.au
 # (prefix + "-exec-<n>") fit as well.
 APP_NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 APP_NAME_MAX_LENGTH = 45
-
-# The parts of the spec live in appspecs; these names are kept for callers of `apps.Input` etc.
-PYTHON_ENTRYPOINT_PATTERN = appspecs.PYTHON_ENTRYPOINT_PATTERN
-MAX_EXECUTORS = appspecs.MAX_EXECUTORS
-StartingOffsets = appspecs.StartingOffsets
-OutputMode = appspecs.OutputMode
-ExternalTopic = appspecs.ExternalTopic
-EventTime = appspecs.EventTime
-Input = appspecs.Input
-PythonPipeline = appspecs.PythonPipeline
-Pipeline = appspecs.Pipeline
-Output = appspecs.Output
-Scaling = appspecs.Scaling
-DriverResources = appspecs.DriverResources
-ExecutorResources = appspecs.ExecutorResources
-Checkpoint = appspecs.Checkpoint
-CheckpointLossPolicy = appspecs.CheckpointLossPolicy
-Trigger = appspecs.Trigger
-DeadLetter = appspecs.DeadLetter
 
 Phase = Literal["Pending", "Running", "Suspended", "Failed"]
 # Which partitions set an App's executor cap: its inputs' (the read stage) or its state's (the
@@ -165,18 +146,18 @@ class AppSpec(objects.WireModel):
         description="Container image of the Spark driver and executors (with Rillet's runtime "
         "and, for python pipelines, the App's code).",
     )
-    inputs: Annotated[list[appspecs.Input], Field(min_length=1, max_length=16)] = Field(
+    inputs: Annotated[list[appflows.Input], Field(min_length=1, max_length=16)] = Field(
         description="Kafka topics and Tables the pipeline reads, one view each.",
         json_schema_extra={
             "x-kubernetes-list-type": "map",
             "x-kubernetes-list-map-keys": ["name"],
         },
     )
-    pipeline: appspecs.Pipeline = Field(description="What the App computes from its inputs.")
+    pipeline: appflows.Pipeline = Field(description="What the App computes from its inputs.")
 
     @field_validator("inputs")
     @classmethod
-    def _unique_input_names(cls, inputs: list[appspecs.Input]) -> list[appspecs.Input]:
+    def _unique_input_names(cls, inputs: list[appflows.Input]) -> list[appflows.Input]:
         # The apiserver enforces this through the list's map keys (x-kubernetes-list-map-keys).
         names = [i.name for i in inputs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
@@ -184,30 +165,30 @@ class AppSpec(objects.WireModel):
             raise ValueError(f"input names must be unique: {', '.join(duplicates)} is repeated")
         return inputs
 
-    outputs: Annotated[list[appspecs.Output], Field(min_length=1, max_length=16)] = Field(
+    outputs: Annotated[list[appflows.Output], Field(min_length=1, max_length=16)] = Field(
         description="Topics and Tables the results are written to.",
     )
-    scaling: appspecs.Scaling = Field(
-        default_factory=appspecs.Scaling,
+    scaling: appresources.Scaling = Field(
+        default_factory=appresources.Scaling,
         description="Executor bounds and lag-based scaling.",
         json_schema_extra={"default": {}},
     )
-    driver: appspecs.DriverResources = Field(
-        default_factory=appspecs.DriverResources,
+    driver: appresources.DriverResources = Field(
+        default_factory=appresources.DriverResources,
         description="Resources of the driver pod.",
         json_schema_extra={"default": {}},
     )
-    executor: appspecs.ExecutorResources = Field(
-        default_factory=appspecs.ExecutorResources,
+    executor: appresources.ExecutorResources = Field(
+        default_factory=appresources.ExecutorResources,
         description="Resources of each executor pod.",
         json_schema_extra={"default": {}},
     )
-    checkpoint: appspecs.Checkpoint | None = Field(
+    checkpoint: appresources.Checkpoint | None = Field(
         default=None,
         description="Where offsets and state are kept. Defaults to a volume of the App's own "
         "(a PersistentVolumeClaim of the driver).",
     )
-    trigger: appspecs.Trigger | None = Field(
+    trigger: appresources.Trigger | None = Field(
         default=None,
         description="When micro-batches run. Absent: back to back, as soon as the last one ends.",
     )
@@ -224,7 +205,7 @@ class AppSpec(objects.WireModel):
         "manages (spark.master, spark.executor.*, spark.kubernetes.namespace, ...) "
         "are refused.",
     )
-    dead_letter_topic: appspecs.DeadLetter | None = Field(
+    dead_letter_topic: appflows.DeadLetter | None = Field(
         default=None,
         description="Where records that fail to process go. Absent: a failure stops the App.",
     )

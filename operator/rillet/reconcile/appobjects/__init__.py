@@ -11,6 +11,9 @@ functions, each adding one concern, as the Spark operator builds spark-submit ar
 - `rbac`, `sparkconfs`, `pods` (shared pod parts, executor template), `drivers` (ConfigMap,
   Service, StatefulSet, spec hash);
 - `building`: all of them at once (`build_app_objects`).
+
+Part of `reconcile`, so pure: imported by the rest of `reconcile`, by `k8s.applying` (which
+applies the objects) and by `handlers`.
 """
 
 from __future__ import annotations

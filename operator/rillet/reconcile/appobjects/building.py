@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, parallelisms
+from rillet.driverapi import runspecs
+from rillet.reconcile import parallelisms
 from rillet.reconcile.appobjects import contexts, credentials, drivers, rbac, sparkconfs
 
 
@@ -39,7 +40,7 @@ class AppObjects:
 
 def build_app_objects(
     app: apps.App,
-    run_spec: apprun.RunSpec,
+    run_spec: runspecs.RunSpec,
     env: contexts.AppEnvironment,
     *,
     parallelism: parallelisms.Parallelism | None = None,

@@ -2,8 +2,8 @@
 
 `AppEnvironment` holds the operator's settings that shape the objects; `AppContext` bundles them
 with the App and its resolved run spec, and is the single argument of every option function.
-The fixed paths and ports of the driver and executor pods are here too, so the Spark conf, the
-pod specs and the Service agree on them.
+The fixed paths and ports of the driver and executor pods are the contract's
+(`driverapi.wiring`), so the Spark conf, the pod specs, the Service and the runtime agree on them.
 """
 
 from __future__ import annotations
@@ -12,34 +12,11 @@ import dataclasses
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Literal
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, parallelisms, scaling
-
-# Where the ConfigMap `<app>-run` is mounted, and its keys.
-CONFIG_DIR: Final = "/etc/rillet"
-RUN_SPEC_KEY: Final = "run-spec.json"
-SPARK_CONF_KEY: Final = "spark-conf.json"
-EXECUTOR_TEMPLATE_KEY: Final = "executor-pod-template.yaml"
-RUN_SPEC_PATH: Final = f"{CONFIG_DIR}/{RUN_SPEC_KEY}"
-EXECUTOR_TEMPLATE_PATH: Final = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_KEY}"
-
-# The checkpoint volume of the driver (a PersistentVolumeClaim), and scratch space.
-CHECKPOINT_DIR: Final = "/var/lib/rillet/checkpoints"
-TMP_DIR: Final = "/tmp"
-
-# What the driver pod mounts from its ServiceAccount (automountServiceAccountToken).
-SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-# Fixed ports: executors connect to the driver's RPC and block manager ports, so they are named
-# in the Service and cannot be random.
-DRIVER_RPC_PORT: Final = 7078
-BLOCK_MANAGER_PORT: Final = 7079
-METRICS_PORT: Final = 9090
-
-# The runtime image's user (images/runtime/Dockerfile).
-RUNTIME_UID: Final = 10001
+from rillet.driverapi import runspecs, wiring
+from rillet.reconcile import parallelisms, scaling
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 
@@ -58,7 +35,7 @@ class AppEnvironment:
     apiserver_url: str = "https://kubernetes.default.svc:443"
     # Set when each App logs in to Kafka as its own principal (kafkaaccess): the driver mounts
     # the App's Kafka Secret and the run spec says how to use it.
-    kafka_login: apprun.KafkaLogin | None = None
+    kafka_login: runspecs.KafkaLogin | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,7 +43,7 @@ class AppContext:
     """One App, its run spec (checkpoint resolved for the driver pod) and the environment."""
 
     app: apps.App
-    run_spec: apprun.RunSpec
+    run_spec: runspecs.RunSpec
     env: AppEnvironment
     # What the App's stages are known to run at once (partitions Kafka last reported, the
     # state's partitions its driver last reported), which bounds the executors a driver starts
@@ -137,13 +114,13 @@ def checkpoint_location(app: apps.App) -> str:
         return remote
     given = (app.spec.checkpoint and app.spec.checkpoint.location) or str(app.metadata.name)
     path = given.removeprefix("file://").removeprefix("file:")
-    if path == CHECKPOINT_DIR or path.startswith(CHECKPOINT_DIR + "/"):
-        path = path.removeprefix(CHECKPOINT_DIR)
+    if path == wiring.CHECKPOINT_DIR or path.startswith(wiring.CHECKPOINT_DIR + "/"):
+        path = path.removeprefix(wiring.CHECKPOINT_DIR)
     # normpath of an absolute path never climbs above "/": "../x" stays on the volume.
-    return CHECKPOINT_DIR + posixpath.normpath("/" + path.lstrip("/")).rstrip("/")
+    return wiring.CHECKPOINT_DIR + posixpath.normpath("/" + path.lstrip("/")).rstrip("/")
 
 
-def declared_parallelism(run_spec: apprun.RunSpec) -> parallelisms.Parallelism:
+def declared_parallelism(run_spec: runspecs.RunSpec) -> parallelisms.Parallelism:
     """The input partitions the App's Topics declare (unknown if an input's are not declared)."""
     partitions = parallelisms.total_partitions(i.partitions for i in run_spec.stream_inputs)
     return parallelisms.Parallelism(input_partitions=partitions)
@@ -151,7 +128,7 @@ def declared_parallelism(run_spec: apprun.RunSpec) -> parallelisms.Parallelism:
 
 def build_context(
     app: apps.App,
-    run_spec: apprun.RunSpec,
+    run_spec: runspecs.RunSpec,
     env: AppEnvironment,
     *,
     parallelism: parallelisms.Parallelism | None = None,
@@ -172,7 +149,7 @@ def build_context(
 _SECRET_MARKERS = ("password", "jaas", "secret", "token")
 
 
-def _refuse_credentials(run_spec: apprun.RunSpec) -> None:
+def _refuse_credentials(run_spec: runspecs.RunSpec) -> None:
     secrets = [key for key in run_spec.kafka_config if any(m in key for m in _SECRET_MARKERS)]
     if secrets:
         raise ValueError(

@@ -21,33 +21,26 @@ from typing import Any, Final
 
 import yaml
 
-from rillet.reconcile import apprun, kafkaaccess, naming
+from rillet.driverapi import runspecs, wiring
+from rillet.reconcile import kafkaaccess, naming
 from rillet.reconcile.appobjects import contexts, fragments, metadata, pods, sparkconfs
 
 DRIVER_CONTAINER: Final = "driver"
 KAFKA_CREDENTIALS_VOLUME: Final = "kafka-credentials"
-DRIVE_COMMAND: Final = ("rillet", "drive", contexts.RUN_SPEC_PATH)
-DRIVE_ARGS: Final = ("--executor-pod-template", contexts.EXECUTOR_TEMPLATE_PATH)
-SPARK_CONF_ENV: Final = "RILLET_SPARK_CONF_JSON"
 # SIGTERM asks the driver to stop its queries at the end of a batch: give a batch time to end.
 TERMINATION_GRACE_SECONDS: Final = 60
 
 # (name, port): executors reach the driver on the first two, Prometheus scrapes the third.
 DRIVER_PORTS: Final = (
-    ("driver-rpc", contexts.DRIVER_RPC_PORT),
-    ("blockmanager", contexts.BLOCK_MANAGER_PORT),
-    ("metrics", contexts.METRICS_PORT),
+    ("driver-rpc", wiring.DRIVER_RPC_PORT),
+    ("blockmanager", wiring.BLOCK_MANAGER_PORT),
+    ("metrics", wiring.METRICS_PORT),
 )
 
 
 def render_run_spec(context: contexts.AppContext) -> str:
-    """The run spec as the JSON file the driver reads.
-
-    Fields at their defaults are left out: the driver fills them in, and a runtime image older
-    than a field (an App's image is the user's, pinned) still reads a run spec that leaves the
-    field unset, instead of refusing a key it does not know.
-    """
-    return context.run_spec.model_dump_json(exclude_defaults=True)
+    """The run spec as the JSON file the driver reads (runspecs.render)."""
+    return runspecs.render(context.run_spec)
 
 
 def render_executor_template(context: contexts.AppContext) -> str:
@@ -76,7 +69,7 @@ def spec_hash(context: contexts.AppContext) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def hashed_run_spec(run_spec: apprun.RunSpec) -> dict[str, Any]:
+def hashed_run_spec(run_spec: runspecs.RunSpec) -> dict[str, Any]:
     """The part of the run spec that restarts the driver when it changes (see spec_hash)."""
     hashed = run_spec.model_dump(mode="json", exclude={"shuffle_partitions"}, exclude_defaults=True)
     for item in hashed["inputs"]:
@@ -91,9 +84,9 @@ def build_config_map(context: contexts.AppContext) -> dict[str, Any]:
     return {
         **header,
         "data": {
-            contexts.RUN_SPEC_KEY: render_run_spec(context),
-            contexts.SPARK_CONF_KEY: sparkconfs.render(sparkconfs.build_spark_conf(context)),
-            contexts.EXECUTOR_TEMPLATE_KEY: render_executor_template(context),
+            wiring.RUN_SPEC_KEY: render_run_spec(context),
+            wiring.SPARK_CONF_KEY: wiring.render_spark_conf(sparkconfs.build_spark_conf(context)),
+            wiring.EXECUTOR_TEMPLATE_KEY: render_executor_template(context),
         },
     }
 
@@ -129,34 +122,26 @@ def _driver_image(context: contexts.AppContext) -> fragments.Fragment:
 
 
 def _drive_command(context: contexts.AppContext) -> fragments.Fragment:
-    return {"command": list(DRIVE_COMMAND), "args": list(DRIVE_ARGS)}
-
-
-# The runtime sets spark.kubernetes.driver.pod.name and spark.driver.host from these.
-DOWNWARD_ENV: Final = (
-    ("POD_NAME", "metadata.name"),
-    ("POD_IP", "status.podIP"),
-    ("POD_NAMESPACE", "metadata.namespace"),
-)
+    return {"command": list(wiring.DRIVE_COMMAND), "args": list(wiring.DRIVE_ARGS)}
 
 
 def _downward_env(context: contexts.AppContext) -> fragments.Fragment:
     return {
         "env": [
             {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
-            for name, path in DOWNWARD_ENV
+            for name, path in wiring.DOWNWARD_ENV
         ]
     }
 
 
 def _rillet_env(context: contexts.AppContext) -> fragments.Fragment:
-    conf_ref = {"name": naming.app_run_config_name(context.name), "key": contexts.SPARK_CONF_KEY}
+    conf_ref = {"name": naming.app_run_config_name(context.name), "key": wiring.SPARK_CONF_KEY}
     return {
         "env": [
-            {"name": "RILLET_APP_NAME", "value": context.name},
-            {"name": "RILLET_KAFKA_BOOTSTRAP", "value": context.env.kafka_bootstrap},
+            {"name": wiring.APP_NAME_ENV, "value": context.name},
+            {"name": wiring.KAFKA_BOOTSTRAP_ENV, "value": context.env.kafka_bootstrap},
             # From the ConfigMap, read at container start: see the module docstring.
-            {"name": SPARK_CONF_ENV, "valueFrom": {"configMapKeyRef": conf_ref}},
+            {"name": wiring.SPARK_CONF_ENV, "valueFrom": {"configMapKeyRef": conf_ref}},
         ]
     }
 
@@ -180,7 +165,7 @@ def _termination_message(context: contexts.AppContext) -> fragments.Fragment:
 
 
 def _driver_mounts(context: contexts.AppContext) -> fragments.Fragment:
-    config = {"name": pods.CONFIG_VOLUME, "mountPath": contexts.CONFIG_DIR, "readOnly": True}
+    config = {"name": pods.CONFIG_VOLUME, "mountPath": wiring.CONFIG_DIR, "readOnly": True}
     return {"volumeMounts": [config, *pods.checkpoint_mount(context).get("volumeMounts", [])]}
 
 

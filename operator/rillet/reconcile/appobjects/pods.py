@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from rillet.driverapi import wiring
 from rillet.reconcile import naming
 from rillet.reconcile.appobjects import contexts, fragments, metadata, sparkconfs
 
@@ -27,17 +28,14 @@ CONFIG_VOLUME: Final = "config"
 TMP_VOLUME: Final = "tmp"
 CHECKPOINT_VOLUME: Final = "checkpoint"
 
-# The runtime image's executor entrypoint (images/runtime/executor-entrypoint.sh).
-EXECUTOR_COMMAND: Final = ("/opt/rillet/bin/spark-executor",)
-
 
 def pod_security_context() -> dict[str, Any]:
     """Pod-level security: the runtime user, its group owning mounted volumes."""
     return {
         "runAsNonRoot": True,
-        "runAsUser": contexts.RUNTIME_UID,
-        "runAsGroup": contexts.RUNTIME_UID,
-        "fsGroup": contexts.RUNTIME_UID,
+        "runAsUser": wiring.RUNTIME_UID,
+        "runAsGroup": wiring.RUNTIME_UID,
+        "fsGroup": wiring.RUNTIME_UID,
         "seccompProfile": {"type": "RuntimeDefault"},
     }
 
@@ -64,11 +62,11 @@ def tmp_volume(context: contexts.AppContext) -> fragments.Fragment:
 
 def tmp_mount(context: contexts.AppContext) -> fragments.Fragment:
     """Container option: /tmp on its emptyDir."""
-    return {"volumeMounts": [{"name": TMP_VOLUME, "mountPath": contexts.TMP_DIR}]}
+    return {"volumeMounts": [{"name": TMP_VOLUME, "mountPath": wiring.TMP_DIR}]}
 
 
 def _executor_container_name(context: contexts.AppContext) -> fragments.Fragment:
-    return {"name": sparkconfs.EXECUTOR_CONTAINER, "command": list(EXECUTOR_COMMAND)}
+    return {"name": sparkconfs.EXECUTOR_CONTAINER, "command": list(wiring.EXECUTOR_COMMAND)}
 
 
 def _executor_resources(context: contexts.AppContext) -> fragments.Fragment:
@@ -85,7 +83,7 @@ def checkpoint_mount(context: contexts.AppContext) -> fragments.Fragment:
     """Container option: the checkpoint volume, if the App has one."""
     if not context.checkpoint_volume:
         return {}
-    return {"volumeMounts": [{"name": CHECKPOINT_VOLUME, "mountPath": contexts.CHECKPOINT_DIR}]}
+    return {"volumeMounts": [{"name": CHECKPOINT_VOLUME, "mountPath": wiring.CHECKPOINT_DIR}]}
 
 
 EXECUTOR_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (

@@ -2,8 +2,8 @@
 
 Built by small option functions, each adding the settings of one concern, as the Spark operator
 builds spark-submit arguments. The settings Rillet owns (apps.RESERVED_SPARK_CONF) come last and
-win; before them `apprun.build_spark_conf` (RocksDB state, the App's sparkConf) and before that
-defaults the App's sparkConf may change.
+win; before them `sparkdefaults.build_spark_conf` (RocksDB state, the App's sparkConf) and
+before that defaults the App's sparkConf may change.
 
 The driver pod's name and IP (spark.kubernetes.driver.pod.name, spark.driver.host) are known
 only inside the pod: the runtime adds them from POD_NAME and POD_IP.
@@ -11,14 +11,14 @@ only inside the pod: the runtime adds them from POD_NAME and POD_IP.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Final
 
 from rillet.api.v1alpha1 import apps
-from rillet.reconcile import apprun, naming
+from rillet.driverapi import runspecs, wiring
+from rillet.reconcile import naming, sparkdefaults
 from rillet.reconcile.appobjects import contexts
 
 # The container of the executor pod template that Spark fills in.
@@ -37,7 +37,7 @@ DRIVER_HEAP_SHARE: Final = Decimal("0.5")
 # Settings that change while the App runs, or only follow the partition count: a new value must
 # not restart the driver, so they stay out of the spec hash (see drivers.spec_hash).
 # spark.sql.shuffle.partitions, when the App sets it, is hashed through the run spec's sparkConf.
-LIVE_KEYS: Final = frozenset({"spark.executor.instances", apprun.SHUFFLE_PARTITIONS})
+LIVE_KEYS: Final = frozenset({"spark.executor.instances", sparkdefaults.SHUFFLE_PARTITIONS})
 
 _QUANTITY: Final = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([A-Za-z]*)")
 _MEMORY_UNITS: Final = {
@@ -93,7 +93,7 @@ def _image(context: contexts.AppContext) -> SparkConf:
 
 def _executor_pods(context: contexts.AppContext) -> SparkConf:
     return {
-        "spark.kubernetes.executor.podTemplateFile": contexts.EXECUTOR_TEMPLATE_PATH,
+        "spark.kubernetes.executor.podTemplateFile": wiring.EXECUTOR_TEMPLATE_PATH,
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         "spark.kubernetes.executor.podNamePrefix": naming.app_executor_pod_prefix(context.name),
     }
@@ -102,8 +102,8 @@ def _executor_pods(context: contexts.AppContext) -> SparkConf:
 def _authentication(context: contexts.AppContext) -> SparkConf:
     # The driver talks to the apiserver as its ServiceAccount, with the mounted token.
     return {
-        "spark.kubernetes.authenticate.caCertFile": f"{contexts.SERVICE_ACCOUNT_DIR}/ca.crt",
-        "spark.kubernetes.authenticate.oauthTokenFile": f"{contexts.SERVICE_ACCOUNT_DIR}/token",
+        "spark.kubernetes.authenticate.caCertFile": f"{wiring.SERVICE_ACCOUNT_DIR}/ca.crt",
+        "spark.kubernetes.authenticate.oauthTokenFile": f"{wiring.SERVICE_ACCOUNT_DIR}/token",
         "spark.kubernetes.authenticate.driver.serviceAccountName": naming.app_driver_name(
             context.name
         ),
@@ -113,8 +113,8 @@ def _authentication(context: contexts.AppContext) -> SparkConf:
 def _driver_network(context: contexts.AppContext) -> SparkConf:
     # Fixed ports, named in the driver's Service; bound on all interfaces of the pod.
     return {
-        "spark.driver.port": str(contexts.DRIVER_RPC_PORT),
-        "spark.blockManager.port": str(contexts.BLOCK_MANAGER_PORT),
+        "spark.driver.port": str(wiring.DRIVER_RPC_PORT),
+        "spark.blockManager.port": str(wiring.BLOCK_MANAGER_PORT),
         "spark.driver.bindAddress": "0.0.0.0",
     }
 
@@ -168,22 +168,20 @@ OWNED_OPTIONS: Final[tuple[SparkOption, ...]] = (
 
 def build_spark_conf(context: contexts.AppContext) -> SparkConf:
     """The driver's Spark conf: defaults, then the App's run conf, then what Rillet owns."""
-    conf: SparkConf = {**_allocation_defaults(context), **apprun.build_spark_conf(context.run_spec)}
+    conf: SparkConf = {
+        **_allocation_defaults(context),
+        **sparkdefaults.build_spark_conf(context.run_spec),
+    }
     for option in OWNED_OPTIONS:
         conf |= option(context)
     return conf
 
 
 def build_driver_spark_conf(
-    app: apps.App, run_spec: apprun.RunSpec, env: contexts.AppEnvironment
+    app: apps.App, run_spec: runspecs.RunSpec, env: contexts.AppEnvironment
 ) -> SparkConf:
-    """The Spark conf the driver pod of `app` runs with (as RILLET_SPARK_CONF_JSON)."""
+    """The Spark conf the driver pod of `app` runs with (as wiring.SPARK_CONF_ENV)."""
     return build_spark_conf(contexts.build_context(app, run_spec, env))
-
-
-def render(conf: Mapping[str, str]) -> str:
-    """The conf as the JSON object the driver reads (keys sorted: the same conf, the same text)."""
-    return json.dumps(dict(conf), sort_keys=True, indent=2) + "\n"
 
 
 def hashed(conf: Mapping[str, str]) -> dict[str, str]:
@@ -194,5 +192,5 @@ def hashed(conf: Mapping[str, str]) -> dict[str, str]:
     return {
         key: value
         for key, value in conf.items()
-        if key not in LIVE_KEYS and apprun.RESTART_FREE_DEFAULTS.get(key) != value
+        if key not in LIVE_KEYS and sparkdefaults.RESTART_FREE_DEFAULTS.get(key) != value
     }

@@ -319,7 +319,7 @@ public final class TransactionalWriter {
             // A new producer finds its transaction coordinator, and later the marker group's,
             // and the request that needed it waits retry.backoff.ms before it goes (Kafka's
             // Sender sleeps before any request sent again). At the default 100 ms those two
-            // waits were a third of the writer's time per batch (bench/pipeline.py, delivery).
+            // waits were a third of the writer's time per batch (bench/pipeline/, delivery).
             // Real errors still back off, exponentially up to retry.backoff.max.ms (1 s).
             properties.put("retry.backoff.ms", 10);
             properties.put("key.serializer", ByteArraySerializer.class.getName());

@@ -2,7 +2,7 @@
  * A Spark plugin (spark.plugins) that initializes, in a thread of its own as each driver and
  * executor JVM starts, the classes whose static initializers the first batch's tasks would
  * otherwise run (docs/runtime.md, "Starting"). Which classes: the comma-separated list in
- * spark.rillet.warmup.classes, which Rillet derives from the App's pipeline (apprun.warmup_classes).
+ * spark.rillet.warmup.classes, which Rillet derives from the App's pipeline (reconcile.sparkdefaults.warmup_classes).
  *
  * CollationAwareUTF8String builds, the first time any task calls lower(), upper() or initcap()
  * (ICU case mappings, Spark's default), a map of the title case of every Unicode code point:

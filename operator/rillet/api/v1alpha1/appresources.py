@@ -1,0 +1,138 @@
+"""How an App runs: its executor scaling, pod resources, checkpoint and trigger.
+
+`apps.AppSpec` assembles them with the parts in `appflows` (inputs, pipeline, outputs).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field
+
+from rillet.api.v1alpha1 import fields, objects, rules
+
+MAX_EXECUTORS = 1000
+
+
+class Scaling(objects.WireModel):
+    """How many executors run the App, scaled on Kafka lag."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
+        rules.Rule(
+            # Guarded: the apiserver checks the CRD's default ({}) before filling nested defaults.
+            rule="!has(self.minExecutors) || !has(self.maxExecutors) || "
+            "self.minExecutors <= self.maxExecutors",
+            message="scaling.minExecutors must not exceed scaling.maxExecutors: lower "
+            "minExecutors or raise maxExecutors",
+            field_path=".minExecutors",
+            check=lambda s: s.min_executors <= s.max_executors,
+        ),
+    )
+
+    min_executors: Annotated[int, Field(ge=0, le=MAX_EXECUTORS)] = Field(
+        default=1,
+        description="Fewest executors, also when there is no lag (0 lets the driver alone run).",
+    )
+    max_executors: Annotated[int, Field(ge=1, le=MAX_EXECUTORS)] = Field(
+        default=8,
+        description="Most executors. More executors than input partitions would sit idle, so the "
+        "operator also caps the count at the partition count.",
+    )
+    executor_cores: Annotated[int, Field(ge=1, le=64)] = Field(
+        default=1,
+        description="Task slots per executor (spark.executor.cores); one task reads one "
+        "partition at a time.",
+    )
+    lag_target: Annotated[int, Field(ge=1, le=fields.INT64_SCHEMA_MAX)] = Field(
+        default=1000,
+        description="Records of lag each executor is expected to absorb: desired executors = "
+        "total lag / lagTarget, within the bounds.",
+    )
+    stabilization_window_seconds: Annotated[int, Field(ge=0, le=3600)] = Field(
+        default=60,
+        description="Seconds a lower executor count must be wanted before scaling down.",
+    )
+
+
+class DriverResources(objects.WireModel):
+    """CPU and memory of the Spark driver pod."""
+
+    cpu: fields.CpuQuantity = Field(default="1", description='CPU request, e.g. "1" or "500m".')
+    memory: fields.MemoryQuantity = Field(
+        default="1Gi", description='Memory of the driver pod, e.g. "1Gi".'
+    )
+
+
+class ExecutorResources(objects.WireModel):
+    """CPU and memory of each Spark executor pod."""
+
+    cpu: fields.CpuQuantity | None = Field(
+        default=None,
+        description='CPU request, e.g. "2" or "1500m". Defaults to scaling.executorCores.',
+    )
+    memory: fields.MemoryQuantity = Field(
+        default="2Gi", description='Memory of each executor pod, e.g. "2Gi".'
+    )
+
+
+CheckpointLossPolicy = Literal["Stall", "Recompute", "StartFresh"]
+
+
+class Checkpoint(objects.WireModel):
+    """Where Spark keeps the App's offsets and state between restarts, and what to do if it is
+    lost."""
+
+    location: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
+        default=None,
+        description="A directory: a path on the App's checkpoint volume (relative to it, e.g. "
+        "clicks/v2), or a URL with a scheme such as s3a://bucket/apps/clicks, hdfs://, gs:// or "
+        "abfs:// (then the App gets no volume). Absent: the App's name on its volume. Changing "
+        "it restarts the App from startingOffsets with empty state.",
+    )
+    on_loss: CheckpointLossPolicy = Field(
+        default="Stall",
+        description="When a Table output's checkpoint holds no offsets but the Table already "
+        "holds data (the volume or bucket was lost, or location changed): Stall (the default) "
+        "starts nothing and reports CheckpointLost, so a correct Table is never overwritten by "
+        "counts restarted from what the inputs still retain; restore the checkpoint, or choose: "
+        "Recompute reads every input from its earliest offset, only when the inputs still hold "
+        "their whole history (no record deleted by retention or compaction; checked at start); "
+        "StartFresh starts from startingOffsets and overwrites the Table's keys as they come. "
+        "Set it back to Stall once the App runs again.",
+    )
+
+
+class Trigger(objects.WireModel):
+    """When micro-batches run: exactly one of processingTime, availableNow or realTime."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
+        rules.exactly_one(
+            "processingTime",
+            "availableNow",
+            "realTime",
+            message="trigger needs exactly one of processingTime, availableNow or realTime: keep "
+            "one (or remove trigger to run batches back to back)",
+        ),
+        rules.Rule(
+            rule="!has(self.availableNow) || self.availableNow",
+            message="trigger.availableNow can only be true: remove trigger to run continuously",
+            field_path=".availableNow",
+            check=lambda t: t.available_now in {None, True},
+        ),
+    )
+
+    processing_time: fields.Duration | None = Field(
+        default=None,
+        description="Start a micro-batch every interval, e.g. 10s (0s: back to back).",
+    )
+    available_now: bool | None = Field(
+        default=None,
+        description="true: process what is available now, then stop (the App completes).",
+    )
+    real_time: Annotated[fields.Duration, fields.positive_duration("trigger.realTime")] | None = (
+        Field(
+            default=None,
+            description="Spark real-time mode with this checkpoint interval, e.g. 5m: lowest "
+            "latency, one long task per partition (needs a core per partition).",
+        )
+    )

@@ -1,0 +1,91 @@
+"""A quick end-to-end check of a running stack: Kubernetes answers, Kafka round-trips a record,
+Spark reads it back through the Kafka connector."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet_devstack import tools, versions
+from rillet_devstack.stack import StackState
+
+Check = Callable[[StackState], str]
+
+
+def check_kubernetes(state: StackState) -> str:
+    """The stack's kubectl reaches the apiserver, which reports the pinned version."""
+    result = tools.run_kubectl(state.kubeconfig, ["get", "--raw", "/version"], timeout=30)
+    result.check_returncode()
+    out = result.stdout
+    version = json.loads(out)["gitVersion"]
+    if version != f"v{versions.KUBERNETES}":
+        raise RuntimeError(f"apiserver reports {version}, expected v{versions.KUBERNETES}")
+    return f"kube-apiserver {version}"
+
+
+def check_kafka(state: StackState) -> str:
+    """A record produced to a fresh topic is consumed back."""
+    topic = f"rillet.smoke.{uuid.uuid4().hex[:8]}"
+    client = state.kafka_client_config()
+    admin = AdminClient(client)
+    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
+    producer = Producer(client)
+    producer.produce(topic, key=b"k", value=b"hello")
+    producer.flush(10)
+    consumer = Consumer(
+        {
+            **client,
+            "group.id": topic,
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        message = consumer.poll(30)
+    finally:
+        consumer.close()
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    if message is None or message.error() or message.value() != b"hello":
+        raise RuntimeError(f"record not read back from {topic}")
+    secured = ", SASL_SSL" if state.kafka_security else ""
+    return f"kafka at {state.kafka_bootstrap} ({state.kafka_brokers} broker(s){secured})"
+
+
+def check_spark(state: StackState) -> str:
+    """Spark's Kafka source loads and reads a topic's records."""
+    from rillet_devstack.spark import local_session
+
+    topic = f"rillet.smoke.spark.{uuid.uuid4().hex[:8]}"
+    client = state.kafka_client_config()
+    admin = AdminClient(client)
+    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
+    producer = Producer(client)
+    for i in range(100):
+        producer.produce(topic, value=str(i).encode())
+    producer.flush(10)
+    spark = local_session("rillet-smoke", master="local[1]")
+    try:
+        count = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", state.kafka_bootstrap)
+            .option("subscribe", topic)
+            .load()
+            .count()
+        )
+    finally:
+        spark.stop()
+        admin.delete_topics([topic])
+    if count != 100:
+        raise RuntimeError(f"spark read {count} records of 100")
+    return "spark read 100 of 100 records through the Kafka connector"
+
+
+CHECKS: tuple[tuple[str, Check], ...] = (
+    ("kubernetes", check_kubernetes),
+    ("kafka", check_kafka),
+    ("spark", check_spark),
+)

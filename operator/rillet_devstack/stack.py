@@ -1,0 +1,155 @@
+"""The local stack as recorded: what it is made of, how to reach it, whether it runs.
+
+By default the stack has a worker node (`rillet_devstack.node`): pods run, from the project's own
+images built from its Dockerfiles. `node=False` gives the control plane and Kafka alone, on
+loopback, where pods stay Pending. Starting it is `starting`'s, stopping it `stopping`'s.
+
+The state of a running stack (process records, kubeconfig, Kafka bootstrap servers, what the
+node changed on the host) is kept in `state.json` in the state directory, so `rillet dev up` can
+reuse a running stack and `rillet dev down` can stop it from another shell.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from rillet_devstack import (
+    controlplane,
+    hostcleanup,
+    node,
+    nodechecking,
+    noderunning,
+    paths,
+    processes,
+    versions,
+)
+from rillet_devstack.controlplane import ControlPlaneLayout
+from rillet_devstack.kafka import KafkaSecurity
+from rillet_devstack.processes import ProcessRecord
+
+
+class NodeState(BaseModel):
+    """The worker node: where it keeps its files, its images, and what it changed on the host."""
+
+    name: str = node.NODE_NAME
+    address: str = node.NODE_ADDRESS
+    root: Path
+    containerd_socket: Path
+    sysctls: dict[str, str]
+    preexisting_paths: list[Path]
+    images: dict[str, str] = {}
+
+
+class StackState(BaseModel):
+    """What a running stack is made of and how to reach it."""
+
+    processes: list[ProcessRecord]
+    kubeconfig: Path
+    apiserver: str
+    kafka_bootstrap: str
+    kafka_brokers: int
+    kubernetes_version: str = versions.KUBERNETES
+    node: NodeState | None = None
+    kafka_security: KafkaSecurity | None = None
+
+    def environment(self) -> dict[str, str]:
+        """The variables a shell, kubectl, kopf or a test needs to use this stack (with
+        security, the admin's credentials, and each App its own principal: `rillet operator
+        run` then connects, and runs Apps, as the chart's operator does with
+        kafka.appPrincipals)."""
+        variables = {
+            "KUBECONFIG": str(self.kubeconfig),
+            "RILLET_KAFKA_BOOTSTRAP": self.kafka_bootstrap,
+        }
+        if self.kafka_security is not None:
+            variables |= self.kafka_security.operator_environment()
+        return variables
+
+    def kafka_client_config(self) -> dict[str, Any]:
+        """librdkafka settings of an admin client of the stack's Kafka."""
+        secured = self.kafka_security.client_config() if self.kafka_security else {}
+        return {"bootstrap.servers": self.kafka_bootstrap, **secured}
+
+
+def state_file() -> Path:
+    """Where the recorded stack is kept."""
+    return paths.state_dir() / "state.json"
+
+
+def load() -> StackState | None:
+    """The recorded stack, running or not."""
+    try:
+        return StackState.model_validate_json(state_file().read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def running() -> StackState | None:
+    """The recorded stack if every one of its processes is alive."""
+    state = load()
+    if state and state.processes and all(processes.is_alive(p) for p in state.processes):
+        return state
+    return None
+
+
+def record_started(state: StackState, *records: ProcessRecord) -> None:
+    """Record started processes at once, so a failed or interrupted `up` is undone by `down`."""
+    state.processes += records
+    save(state)
+
+
+def save(state: StackState) -> None:
+    """Record the stack as it is now."""
+    state_file().parent.mkdir(parents=True, exist_ok=True)
+    state_file().touch(mode=0o600)  # a secured stack's admin password is in it
+    state_file().write_text(state.model_dump_json(indent=2))
+
+
+def describe(state: StackState) -> list[tuple[str, int, bool]]:
+    """(name, pid, alive) of each process of a stack."""
+    return [(p.name, p.pid, processes.is_alive(p)) for p in state.processes]
+
+
+def describe_node(state: StackState) -> list[str]:
+    """The node's readiness and its pods, one line each (as `rillet dev status` prints them)."""
+    assert state.node is not None
+    core = controlplane.core_api(ControlPlaneLayout(state.kubeconfig.parent))
+    found = core.read_node(state.node.name)
+    ready = next((c.status for c in found.status.conditions or [] if c.type == "Ready"), "Unknown")
+    lines = [f"node {state.node.name} {state.node.address} Ready={ready}"]
+    serialized = core.api_client.sanitize_for_serialization(found)
+    lines += [f"  takes no pods: {reason}" for reason in nodechecking.why_pods_wait(serialized)]
+    pods = core.list_pod_for_all_namespaces().items
+    for pod in pods:
+        lines.append(f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}")
+    listed = core.api_client.sanitize_for_serialization(pods)
+    if unattended := nodechecking.unattended_pods(listed, now=datetime.now(UTC)):
+        lines.append(f"  pods waiting over a minute for: {', '.join(unattended)}")
+    return lines
+
+
+def leftovers(state: StackState) -> list[str]:
+    """What a stopped stack still has on the machine (empty when `down` cleaned up fully)."""
+    found = [f"process {p.name} (pid {p.pid})" for p in state.processes if processes.is_alive(p)]
+    if state.node is None:
+        return found
+    created = [p for p in node.FIXED_PATHS if p not in state.node.preexisting_paths]
+    found += [f"mount {m}" for m in hostcleanup.node_mounts([state.node.root, *created])]
+    found += [
+        f"link {n}" for n in (node.POD_BRIDGE, node.HOST_BRIDGE) if noderunning.link_exists(n)
+    ]
+    found += [f"iptables chain {c}" for c in hostcleanup.remaining_chains()]
+    now = noderunning.read_sysctls()
+    found += [
+        f"sysctl {name}={now.get(name)} (was {value})"
+        for name, value in state.node.sysctls.items()
+        if now.get(name) != value
+    ]
+    found += [f"path {p}" for p in created if p.exists()]
+    shims = hostcleanup.processes_mentioning(str(state.node.containerd_socket))
+    found += [f"process {pid} of containerd" for pid in shims]
+    return found
