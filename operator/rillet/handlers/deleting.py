@@ -13,9 +13,9 @@ from typing import Any
 
 import kopf
 
-from rillet.handlers import reconciling
 from rillet.kafka.admin import KafkaUnavailableError
 from rillet.kafka.syncing import TopicSyncer
+from rillet.reconcile import subjects
 
 UNAVAILABLE_RETRIES = 3
 
@@ -28,11 +28,11 @@ def retry_while_unreachable(error: KafkaUnavailableError, *, retry: int) -> None
 
 
 def wants_topic_deleted(spec: kopf.Spec, annotations: Mapping[str, str], **_: Any) -> bool:
-    return spec.get("deletionPolicy") == "Delete" and reconciling.is_managed(annotations)
+    return spec.get("deletionPolicy") == "Delete" and subjects.is_managed(annotations)
 
 
 async def delete_topic(
-    body: kopf.Body, subject: reconciling.Subject, *, syncer: TopicSyncer, retry: int
+    body: kopf.Body, subject: subjects.Subject, *, syncer: TopicSyncer, retry: int
 ) -> None:
     """Delete the subject's topic unless another object claims it; never block the deletion."""
     if subject.rivals:

@@ -8,105 +8,34 @@ kopf's patch and event poster; the periodic resync through `rillet.k8s.writing`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import kopf
 
 from rillet import metrics
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import claims, naming, notes, statuses
-from rillet.reconcile.statuses import Verdict
-from rillet.reconcile.topics import DesiredTopic, SyncOutcome
+from rillet.reconcile import notes, statuses, subjects
+from rillet.reconcile.topics import SyncOutcome
 
-PAUSED = "rillet.io/paused"
-MANAGED = "rillet.io/managed"
 MAX_RETRY_DELAY = 60.0
 
 
-def is_paused(annotations: Mapping[str, str]) -> bool:
-    return annotations.get(PAUSED, "").lower() == "true"
-
-
-def is_managed(annotations: Mapping[str, str]) -> bool:
-    return annotations.get(MANAGED, "").lower() != "false"
-
-
-@dataclass(frozen=True)
-class Subject:
-    """One Topic or Table, what it asks of Kafka, and who else claims its topic."""
-
-    kind: str
-    body: Mapping[str, Any]
-    kafka_name: str
-    claim: claims.Claim
-    rivals: tuple[claims.Claim, ...] = ()
-    desired: DesiredTopic | None = None
-    waiting: str | None = None  # why the desired topic is not known yet
-    warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): worth an Event, no failure
-    extra_status: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def metadata(self) -> Mapping[str, Any]:
-        return self.body["metadata"]  # type: ignore[no-any-return]
-
-    @property
-    def generation(self) -> int | None:
-        generation = self.metadata.get("generation")
-        return int(generation) if generation is not None else None
-
-    @property
-    def previous_status(self) -> dict[str, Any]:
-        return dict(self.body.get("status") or {})
-
-
-def gate(subject: Subject) -> Verdict | None:
-    """A verdict reached without asking Kafka (paused, unmanaged, conflict, bad name), or None."""
-    annotations = subject.metadata.get("annotations") or {}
-    if is_paused(annotations):
-        return Verdict(
-            "paused",
-            "ReconciliationPaused",
-            f"reconciliation is paused by the annotation {PAUSED}=true: remove it to resume",
-        )
-    if not is_managed(annotations):
-        return Verdict(
-            "unmanaged",
-            "Unmanaged",
-            f"{MANAGED}=false: Rillet neither changes nor deletes Kafka topic "
-            f"{subject.kafka_name}; remove the annotation to manage it again",
-        )
-    winner = claims.owner([subject.claim, *subject.rivals])
-    if winner is not None and winner.uid != subject.claim.uid:
-        return Verdict(
-            "stalled", "TopicConflict", claims.conflict_message(subject.kafka_name, winner)
-        )
-    problem = naming.name_problem(subject.kafka_name)
-    if problem:
-        return Verdict("stalled", "InvalidTopicName", problem)
-    if subject.waiting is not None:
-        return Verdict("progressing", "WaitingForPartitions", subject.waiting)
-    return None
-
-
 async def reconcile(
-    subject: Subject, syncer: TopicSyncer, *, resync: bool = False
+    subject: subjects.Subject, syncer: TopicSyncer, *, resync: bool = False
 ) -> notes.Report | None:
     """Reconcile one object end to end (Kafka included) and report; None when a newer change
     of the object was handled instead (nothing to report about this older one)."""
     started = time.monotonic()
     outcome = SyncOutcome()
-    verdict = gate(subject)
+    verdict = subjects.gate(subject)
     if verdict is None:
         assert subject.desired is not None
         outcome = await syncer.sync(subject.desired, resync=resync)
         if outcome.superseded:
             return None
         verdict = statuses.topic_verdict(outcome, kafka_name=subject.kafka_name)
-    status_patch = derive_status_patch(subject, verdict, outcome)
-    posted = derive_notes(subject, verdict, outcome)
+    status_patch = subjects.derive_status_patch(subject, verdict, outcome, now=datetime.now(UTC))
+    posted = subjects.derive_notes(subject, verdict, outcome)
     if status_patch:
         posted += tuple(
             notes.Note("Warning", reason, message) for reason, message in subject.warnings
@@ -116,61 +45,6 @@ async def reconcile(
     if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
         metrics.RECONCILE_ERRORS.labels(subject.kind, verdict.reason).inc()
     return notes.Report(status_patch, posted, verdict)
-
-
-def derive_status_patch(subject: Subject, verdict: Verdict, outcome: SyncOutcome) -> dict[str, Any]:
-    """The merge patch from the current status to the derived one (empty: nothing to write)."""
-    previous = subject.previous_status
-    status = statuses.topic_status(
-        verdict,
-        kafka_name=subject.kafka_name,
-        observed=outcome.observed,
-        generation=subject.generation,
-        previous=previous,
-        now=datetime.now(UTC),
-    )
-    if outcome.observed is None and verdict.state in ("paused", "unmanaged", "progressing"):
-        # Not looked at Kafka this time: keep what was last seen there.
-        for key in ("topicId", "partitions", "replicationFactor", "config"):
-            if key in previous:
-                status[key] = previous[key]
-    status |= {key: value for key, value in subject.extra_status.items() if value is not None}
-    return statuses.merge_patch(previous, status)
-
-
-def derive_notes(
-    subject: Subject, verdict: Verdict, outcome: SyncOutcome
-) -> tuple[notes.Note, ...]:
-    """Events for what changed in Kafka, and for a verdict that differs from the last one."""
-    previous = subject.previous_status
-    conditions = previous.get("conditions") or []
-    ready = statuses.standing_condition(conditions)
-    # Changes made while the spec stood still and the topic was Ready undo drift made in Kafka.
-    drifted = ready.get("status") == "True" and previous.get("observedGeneration") == (
-        subject.generation
-    )
-    posted = [
-        notes.Note(
-            "Warning",
-            "DriftCorrected",
-            f"Kafka topic {subject.kafka_name} had drifted from the spec: {change}",
-        )
-        if drifted
-        else notes.Note("Normal", _change_reason(change), change)
-        for change in outcome.applied
-    ]
-    if ready.get("reason") != verdict.reason or ready.get("message") != verdict.message:
-        if verdict.state == "stalled" or verdict.reason == "KafkaUnavailable":
-            posted.append(notes.Note("Warning", verdict.reason, verdict.message))
-        elif ready.get("reason") != verdict.reason and not posted:
-            # A change just reported says enough; one Event per reconcile keeps writes down.
-            posted.append(notes.Note("Normal", verdict.reason, verdict.message))
-    return tuple(posted)
-
-
-def _change_reason(change: str) -> str:
-    verb = change.split(" ", 1)[0]
-    return {"created": "TopicCreated", "grew": "PartitionsAdded"}.get(verb, "ConfigChanged")
 
 
 def apply_in_handler(

@@ -19,11 +19,11 @@ from rillet import metrics
 from rillet.handlers import indexes, reconciling, tables, topics
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import statuses
+from rillet.reconcile import statuses, subjects
 
 log = logging.getLogger(__name__)
 
-SubjectBuilder = Callable[[Mapping[str, Any], indexes.Views], reconciling.Subject]
+SubjectBuilder = Callable[[Mapping[str, Any], indexes.Views], subjects.Subject]
 
 
 async def resync_forever(
@@ -43,7 +43,7 @@ async def resync_forever(
                 body
                 for body in found
                 if not body["metadata"].get("deletionTimestamp")
-                and reconciling.is_managed(body["metadata"].get("annotations") or {})
+                and subjects.is_managed(body["metadata"].get("annotations") or {})
             ]
             metrics.MANAGED_TOPICS.labels(plural).set(len(managed))
         jobs = [

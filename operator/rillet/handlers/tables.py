@@ -13,8 +13,8 @@ import kopf
 
 from rillet.api.v1alpha1 import objects, tables
 from rillet.handlers import deleting, indexes, reconciling
+from rillet.reconcile import subjects, tableservers
 from rillet.reconcile import tables as table_planning
-from rillet.reconcile import tableservers
 from rillet.reconcile.topics import DesiredTopic
 
 KIND = "Table"
@@ -35,7 +35,7 @@ def _writers(namespace: str, name: str, views: indexes.Views) -> list[table_plan
     return writers
 
 
-def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Subject:
+def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subject:
     """Everything a Table's reconcile needs, from its body and the indexes."""
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
@@ -53,7 +53,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Su
             config=table_planning.changelog_config(spec, writers),
             source=(claim.uid, int(metadata.get("generation") or 0)),
         )
-    return reconciling.Subject(
+    return subjects.Subject(
         kind=KIND,
         body=body,
         kafka_name=kafka_name,

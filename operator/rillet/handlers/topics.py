@@ -9,7 +9,7 @@ import kopf
 
 from rillet.api.v1alpha1 import objects
 from rillet.handlers import deleting, indexes, reconciling
-from rillet.reconcile import topicconfigs
+from rillet.reconcile import subjects, topicconfigs
 from rillet.reconcile.topics import DesiredTopic
 
 KIND = "Topic"
@@ -17,13 +17,13 @@ PLURAL = "topics"
 RESOURCE = (objects.GROUP, objects.VERSION, PLURAL)
 
 
-def subject_for(body: Mapping[str, Any], views: indexes.Views) -> reconciling.Subject:
+def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subject:
     """Everything a Topic's reconcile needs, from its body and the indexes."""
     metadata, spec = body["metadata"], body["spec"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
     kafka_name = indexes.kafka_name(KIND, name, namespace, spec)
     claim = indexes.claim_of(KIND, name, namespace, metadata, body.get("status") or {})
-    return reconciling.Subject(
+    return subjects.Subject(
         kind=KIND,
         body=body,
         kafka_name=kafka_name,
