@@ -51,8 +51,8 @@ def claim_of(
     )
 
 
-@kopf.index(objects.GROUP, objects.VERSION, "topics")
-def topic_claims(
+def _claim_entry(
+    kind: str,
     *,
     name: str,
     namespace: str | None,
@@ -61,22 +61,19 @@ def topic_claims(
     status: kopf.Status,
     **_: Any,
 ) -> dict[str, claims.Claim]:
-    claim = claim_of("Topic", name, str(namespace), meta, status)
-    return {kafka_name("Topic", name, str(namespace), spec): claim}
+    """One Topic's or Table's index entry: its Kafka topic name -> its claim on it."""
+    claim = claim_of(kind, name, str(namespace), meta, status)
+    return {kafka_name(kind, name, str(namespace), spec): claim}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "topics")
+def topic_claims(**kwargs: Any) -> dict[str, claims.Claim]:
+    return _claim_entry("Topic", **kwargs)
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "tables")
-def table_claims(
-    *,
-    name: str,
-    namespace: str | None,
-    spec: kopf.Spec,
-    meta: kopf.Meta,
-    status: kopf.Status,
-    **_: Any,
-) -> dict[str, claims.Claim]:
-    claim = claim_of("Table", name, str(namespace), meta, status)
-    return {kafka_name("Table", name, str(namespace), spec): claim}
+def table_claims(**kwargs: Any) -> dict[str, claims.Claim]:
+    return _claim_entry("Table", **kwargs)
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
