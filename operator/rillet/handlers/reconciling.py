@@ -2,17 +2,21 @@
 
 A reconcile yields a `notes.Report`: the status patch (empty when nothing changed) and the Events
 to post (only for changes and new problems, never once per resync). kopf handlers apply it through
-kopf's patch and event poster; the periodic resync through `rillet.k8s.writing`.
+kopf's patch and event poster; the periodic resync through `rillet.k8s.writing`. Both kinds
+register the same kopf handlers (`register_handlers`): only how a body becomes a Subject differs.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 import kopf
 
 from rillet import metrics
+from rillet.handlers import deleting, indexes
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import notes, statuses, subjects
 from rillet.reconcile.topics import SyncOutcome
@@ -61,3 +65,31 @@ def apply_in_handler(
     if verdict is not None and verdict.reason == "KafkaUnavailable":
         # kopf retries with this backoff; the status written above says what is going on.
         raise kopf.TemporaryError(verdict.message, delay=min(2.0**retry, MAX_RETRY_DELAY))
+
+
+def register_handlers(
+    *,
+    resource: tuple[str, str, str],
+    noun: str,
+    subject_for: Callable[[Mapping[str, Any], indexes.Views], subjects.Subject],
+) -> None:
+    """Register a kind's kopf handlers, by the ids the operator's log names (`reconcile_topic`,
+    `delete_topic`): every event reconciles the object as a whole (the resync covers drift);
+    deleting it deletes its Kafka topic only when its deletionPolicy asks (`deleting`)."""
+
+    async def reconcile_object(
+        body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **kwargs: Any
+    ) -> None:
+        subject = subject_for(body, indexes.Views.of(kwargs))
+        report = await reconcile(subject, memo.syncer)
+        apply_in_handler(report, body, patch, retry=retry)
+
+    async def delete_object(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
+        subject = subject_for(body, indexes.Views.of(kwargs))
+        await deleting.delete_topic(body, subject, syncer=memo.syncer, retry=retry)
+
+    # The order stacked decorators registered them in: update, create, resume.
+    kopf.on.update(*resource, id=f"reconcile_{noun}")(reconcile_object)
+    kopf.on.create(*resource, id=f"reconcile_{noun}")(reconcile_object)
+    kopf.on.resume(*resource, id=f"reconcile_{noun}")(reconcile_object)
+    kopf.on.delete(*resource, id=f"delete_{noun}", when=deleting.wants_topic_deleted)(delete_object)

@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
 from rillet.api.v1alpha1 import objects
-from rillet.handlers import deleting, indexes, reconciling
+from rillet.handlers import indexes, reconciling
 from rillet.reconcile import subjects, topicconfigs
 from rillet.reconcile.topics import DesiredTopic
 
@@ -39,18 +37,4 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
     )
 
 
-@kopf.on.resume(*RESOURCE)
-@kopf.on.create(*RESOURCE)
-@kopf.on.update(*RESOURCE)
-async def reconcile_topic(
-    body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, retry: int, **kwargs: Any
-) -> None:
-    subject = subject_for(body, indexes.Views.of(kwargs))
-    report = await reconciling.reconcile(subject, memo.syncer)
-    reconciling.apply_in_handler(report, body, patch, retry=retry)
-
-
-@kopf.on.delete(*RESOURCE, when=deleting.wants_topic_deleted)
-async def delete_topic(body: kopf.Body, memo: kopf.Memo, retry: int, **kwargs: Any) -> None:
-    subject = subject_for(body, indexes.Views.of(kwargs))
-    await deleting.delete_topic(body, subject, syncer=memo.syncer, retry=retry)
+reconciling.register_handlers(resource=RESOURCE, noun="topic", subject_for=subject_for)
