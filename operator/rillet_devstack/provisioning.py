@@ -95,25 +95,38 @@ def other_versions(artefact: Artefact) -> list[Path]:
 # --- Maven fetches ---------------------------------------------------------------------------
 
 
-def maven_pom(dependencies: Iterable[tuple[str, str, str]]) -> str:
-    """A packaging-pom project whose only purpose is to resolve these (group, artifact, version)."""
-    deps = "\n".join(
-        f"    <dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version></dependency>"
-        for g, a, v in dependencies
-    )
+def _pom(artifact_id: str, body: str) -> str:
+    """A packaging-pom project of rillet.devstack: one of the poms below, their body inside."""
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
   <groupId>rillet.devstack</groupId>
-  <artifactId>fetch</artifactId>
+  <artifactId>{artifact_id}</artifactId>
   <version>0</version>
   <packaging>pom</packaging>
-  <dependencies>
+{body}</project>
+"""
+
+
+def _coordinates(tag: str, indent: str, artifacts: Iterable[tuple[str, str, str]]) -> str:
+    """One `<tag>` line per (group, artifact, version)."""
+    return "\n".join(
+        f"{indent}<{tag}><groupId>{g}</groupId><artifactId>{a}</artifactId>"
+        f"<version>{v}</version></{tag}>"
+        for g, a, v in artifacts
+    )
+
+
+def maven_pom(dependencies: Iterable[tuple[str, str, str]]) -> str:
+    """A packaging-pom project whose only purpose is to resolve these (group, artifact, version)."""
+    deps = _coordinates("dependency", "    ", dependencies)
+    return _pom(
+        "fetch",
+        f"""  <dependencies>
 {deps}
   </dependencies>
-</project>
-"""
+""",
+    )
 
 
 def _copy_maven_dependencies(
@@ -163,19 +176,10 @@ def fetch_kafka_streams(scratch: Path, target: Path, progress: reporting.Progres
 def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path | str) -> str:
     """A pom whose `dependency:copy` copies exactly these jars, resolving none of their POMs'
     dependencies (Spark's parent POM names repositories this machine cannot reach)."""
-    items = "\n".join(
-        f"          <artifactItem><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version></artifactItem>"
-        for g, a, v in artifacts
-    )
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>rillet.devstack</groupId>
-  <artifactId>copy</artifactId>
-  <version>0</version>
-  <packaging>pom</packaging>
-  <build>
+    items = _coordinates("artifactItem", "          ", artifacts)
+    return _pom(
+        "copy",
+        f"""  <build>
     <plugins>
       <plugin>
         <groupId>org.apache.maven.plugins</groupId>
@@ -190,8 +194,8 @@ def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path | str
       </plugin>
     </plugins>
   </build>
-</project>
-"""
+""",
+    )
 
 
 # The four jars Spark's Kafka source and sink need beyond what pyspark ships (also the runtime
