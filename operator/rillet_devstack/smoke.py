@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -27,13 +28,21 @@ def check_kubernetes(state: StackState) -> str:
     return f"kube-apiserver {version}"
 
 
+def _fresh_topic(
+    client: dict[str, Any], *, prefix: str, partitions: int
+) -> tuple[str, AdminClient, Producer]:
+    """A new topic `<prefix>.<random>`, the admin client that made it (to delete it with) and a
+    producer to fill it."""
+    topic = f"{prefix}.{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(client)
+    admin.create_topics([NewTopic(topic, num_partitions=partitions)])[topic].result(timeout=30)
+    return topic, admin, Producer(client)
+
+
 def check_kafka(state: StackState) -> str:
     """A record produced to a fresh topic is consumed back."""
-    topic = f"rillet.smoke.{uuid.uuid4().hex[:8]}"
     client = state.kafka_client_config()
-    admin = AdminClient(client)
-    admin.create_topics([NewTopic(topic, num_partitions=1)])[topic].result(timeout=30)
-    producer = Producer(client)
+    topic, admin, producer = _fresh_topic(client, prefix="rillet.smoke", partitions=1)
     producer.produce(topic, key=b"k", value=b"hello")
     producer.flush(10)
     consumer = Consumer(
@@ -59,11 +68,8 @@ def check_spark(state: StackState) -> str:
     """Spark's Kafka source loads and reads a topic's records."""
     from rillet_devstack.spark import local_session
 
-    topic = f"rillet.smoke.spark.{uuid.uuid4().hex[:8]}"
     client = state.kafka_client_config()
-    admin = AdminClient(client)
-    admin.create_topics([NewTopic(topic, num_partitions=2)])[topic].result(timeout=30)
-    producer = Producer(client)
+    topic, admin, producer = _fresh_topic(client, prefix="rillet.smoke.spark", partitions=2)
     for i in range(100):
         producer.produce(topic, value=str(i).encode())
     producer.flush(10)
