@@ -19,9 +19,42 @@ from rillet import metrics
 from rillet.handlers import deleting, indexes
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import notes, statuses, subjects
-from rillet.reconcile.topics import SyncOutcome
+from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
 MAX_RETRY_DELAY = 60.0
+
+
+def bare_subject(kind: str, body: Mapping[str, Any], views: indexes.Views) -> subjects.Subject:
+    """A Topic's or Table's Subject before its kind says what it asks of Kafka: its Kafka topic
+    name, its claim on it and the rivals of that claim."""
+    metadata = body["metadata"]
+    name, namespace = str(metadata["name"]), str(metadata["namespace"])
+    kafka_name = indexes.kafka_name(kind, name, namespace, body.get("spec") or {})
+    claim = indexes.claim_of(kind, name, namespace, metadata, body.get("status") or {})
+    return subjects.Subject(
+        kind=kind,
+        body=body,
+        kafka_name=kafka_name,
+        claim=claim,
+        rivals=views.rivals(kafka_name, claim),
+    )
+
+
+def desired_topic(
+    subject: subjects.Subject,
+    *,
+    partitions: int,
+    replication_factor: int | None,
+    config: dict[str, str],
+) -> DesiredTopic:
+    """The Kafka topic a subject asks for, as declared by this generation of it."""
+    return DesiredTopic(
+        name=subject.kafka_name,
+        partitions=partitions,
+        replication_factor=replication_factor,
+        config=config,
+        source=(subject.claim.uid, int(subject.metadata.get("generation") or 0)),
+    )
 
 
 async def reconcile(

@@ -6,6 +6,7 @@ Apps index; until one is known (and spec.partitions is unset) the Table waits, a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +14,6 @@ from rillet.api.v1alpha1 import objects, tables
 from rillet.handlers import indexes, reconciling
 from rillet.reconcile import subjects, tableservers
 from rillet.reconcile import tables as table_planning
-from rillet.reconcile.topics import DesiredTopic
 
 KIND = "Table"
 PLURAL = "tables"
@@ -38,25 +38,19 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
     spec = tables.TableSpec.model_validate(dict(body.get("spec") or {}), strict=False)
-    kafka_name = indexes.kafka_name(KIND, name, namespace, body.get("spec") or {})
-    claim = indexes.claim_of(KIND, name, namespace, metadata, body.get("status") or {})
+    subject = reconciling.bare_subject(KIND, body, views)
     writers = _writers(namespace, name, views)
     choice = table_planning.choose_partitions(spec, writers)
     desired = None
     if choice.partitions is not None:
-        desired = DesiredTopic(
-            name=kafka_name,
+        desired = reconciling.desired_topic(
+            subject,
             partitions=choice.partitions,
             replication_factor=spec.replication_factor,
             config=table_planning.changelog_config(spec, writers),
-            source=(claim.uid, int(metadata.get("generation") or 0)),
         )
-    return subjects.Subject(
-        kind=KIND,
-        body=body,
-        kafka_name=kafka_name,
-        claim=claim,
-        rivals=views.rivals(kafka_name, claim),
+    return dataclasses.replace(
+        subject,
         desired=desired,
         waiting=choice.waiting_for,
         warnings=tuple(
