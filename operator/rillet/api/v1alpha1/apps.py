@@ -104,15 +104,13 @@ _RESERVED_ADVICE = (
     "which Rillet manages: use the fields of the App instead (image, scaling, driver, executor, "
     "checkpoint)"
 )
-NO_RESERVED_SPARK_CONF = rules.Rule(
-    rule=f"self.all(k, !{_RESERVED_CEL})",
+NO_RESERVED_SPARK_CONF = rules.every_key(
+    passes=f"!{_RESERVED_CEL}",
+    fails=_RESERVED_CEL,
+    failing=_reserved,
     message=f"sparkConf sets a key {_RESERVED_ADVICE}",
-    message_expression=(
-        f"'sparkConf sets ' + self.filter(k, {_RESERVED_CEL})[0] + "
-        f"{rules.cel_string(', ' + _RESERVED_ADVICE)}"
-    ),
-    check=lambda conf: not _reserved(conf),
-    explain=lambda conf: f"sparkConf sets {_reserved(conf)[0]}, {_RESERVED_ADVICE}",
+    lead="sparkConf sets ",
+    tail=f", {_RESERVED_ADVICE}",
 )
 
 

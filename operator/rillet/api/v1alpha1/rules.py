@@ -130,6 +130,30 @@ def exactly_one(*fields: str, message: str, reason: Reason | None = None) -> Rul
     )
 
 
+def every_key(
+    *,
+    passes: str,
+    fails: str,
+    failing: Callable[[Any], list[str]],
+    message: str,
+    lead: str,
+    tail: str,
+) -> Rule:
+    """A rule on a map: every key `k` passes the CEL condition `passes`, whose negation `fails`
+    is (both as written, so the CRDs keep their text). The message names the first failing key
+    only, as `<lead><key><tail>`: the apiserver's cost estimate for join() is far over its budget
+    (it cannot bound the joined length), while taking element [0] is cheap. `failing` mirrors
+    `fails` in Python: the keys that fail, in order (with several, which comes first may differ
+    between the apiserver and pydantic)."""
+    return Rule(
+        rule=f"self.all(k, {passes})",
+        message=message,
+        message_expression=f"{cel_string(lead)} + self.filter(k, {fails})[0] + {cel_string(tail)}",
+        check=lambda value: not failing(value),
+        explain=lambda value: f"{lead}{failing(value)[0]}{tail}",
+    )
+
+
 def cel_list(items: tuple[str, ...] | list[str] | frozenset[str]) -> str:
     """A CEL list literal of strings, sorted so that generated CRDs are stable."""
     return "[" + ", ".join(cel_string(item) for item in sorted(items)) + "]"

@@ -282,22 +282,17 @@ def _misfits(config: Mapping[str, int | str], kind: ValueKind) -> list[str]:
 
 _KNOWN = rules.cel_list(KNOWN_KEYS)
 
-# Messages name the first offending key only: the apiserver's cost estimate for join() is far
-# over its budget (it cannot bound the joined length), while taking element [0] is cheap. With
-# several bad keys, which one comes first may differ between the apiserver and pydantic.
 _UNKNOWN_ADVICE = (
     "is not a Kafka topic config: use topic-level names such as retention.ms or cleanup.policy "
     "(not broker names such as log.retention.ms)"
 )
-UNKNOWN_KEYS_RULE = rules.Rule(
-    rule=f"self.all(k, k in {_KNOWN})",
+UNKNOWN_KEYS_RULE = rules.every_key(
+    passes=f"k in {_KNOWN}",
+    fails=f"!(k in {_KNOWN})",
+    failing=_unknown,
     message=f"config has a key that {_UNKNOWN_ADVICE}",
-    message_expression=(
-        f"'config key ' + self.filter(k, !(k in {_KNOWN}))[0] + "
-        f"{rules.cel_string(' ' + _UNKNOWN_ADVICE)}"
-    ),
-    check=lambda config: not _unknown(config),
-    explain=lambda config: f"config key {_unknown(config)[0]} {_UNKNOWN_ADVICE}",
+    lead="config key ",
+    tail=f" {_UNKNOWN_ADVICE}",
 )
 
 # CEL for "the value of key k fits its kind" (k bound by the enclosing macro).
