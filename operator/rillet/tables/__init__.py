@@ -5,5 +5,5 @@ partition's watermarks again while its leadership moves, `tablestore` keeps the 
 SQLite, `clustertables` finds a Table through the cluster, and `serving` is the Table server.
 Used by `rillet table get` and `rillet table serve` (in the operator's image) and by the driver's
 lookups, so it never imports pyspark. Beside `reconcile` in the layers, independent of it:
-imported by `runtime`, `serving` and `cli` (and tests); it imports only `api`.
+imported by `runtime` and `serving` (and tests); it imports only `api`.
 """

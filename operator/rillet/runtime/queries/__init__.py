@@ -4,5 +4,6 @@
 (`statements`) or Python, `lookups` joins a Table's latest values at offsets `pinning` keeps,
 `writing` starts one query per output, exactly once through `transactions`; `options` and
 `kafkalogin` give Spark's Kafka source and sink their options and login. Imported by `driver`
-(and bench and tests); it may import `jvm` and `tables`, not `driver`, `pod` or `batches`.
+and the runtime's commands (and bench and tests); it may import `jvm` and `tables`, not
+`driver`, `pod` or `batches`.
 """
