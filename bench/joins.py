@@ -37,7 +37,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import manifests
-from rillet.runtime import commands, driving, progress, watermarks
+from rillet.runtime import commands
+from rillet.runtime.batches import progress
+from rillet.runtime.driver import driving
+from rillet.tables import watermarks
 from rillet_devstack import spark as devspark
 from rillet_devstack import stack as devstack
 from rillet_devstack import starting

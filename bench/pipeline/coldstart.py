@@ -52,7 +52,7 @@ def cold_start(
     documents = manifests.app_manifest(source=source, target=table, stateless=False)
     manifest.write_text(yaml.safe_dump_all(documents))
     checkpoint = workdir / uuid.uuid4().hex
-    # A path that names no file turns the archive off (rillet.runtime.classsharing).
+    # A path that names no file turns the archive off (rillet.runtime.jvm.classsharing).
     environ = {"RILLET_SPARK_CLASS_ARCHIVE": str(archive or workdir / "no-archive")}
     feeding.produce_lines(bootstrap, source, COLD_LINES)
     first = driverclocks.DriverClock(

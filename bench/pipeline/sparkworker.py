@@ -24,7 +24,8 @@ def spark_worker(args: argparse.Namespace) -> None:
     """In a process of its own: run the App once, print its figures as JSON."""
     from rillet.driverapi import runspecs
     from rillet.reconcile import manifests as runmanifests
-    from rillet.runtime import commands, driving
+    from rillet.runtime import commands
+    from rillet.runtime.driver import driving
     from rillet_devstack import spark as devspark
 
     documents = manifests.app_manifest(
@@ -160,7 +161,7 @@ def count_source(spark: Any, spec: Any) -> dict[str, float]:
     The same consumer options as the App's streaming source; no decoding, no aggregation, no
     state, no writes: the most any Spark pipeline can read per task slot on this broker.
     """
-    from rillet.runtime import options
+    from rillet.runtime.queries import options
 
     item = spec.stream_inputs[0]
     reader_options = {

@@ -251,9 +251,9 @@ def driver_classpath_version(jars: Path | None = None, java: str | None = None) 
 
 
 def build_spark_classes(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """A class-data sharing archive of a local Spark driver's classes (runtime.classsharing),
+    """A class-data sharing archive of a local Spark driver's classes (runtime.jvm.classsharing),
     with the connector jars `rillet run` gives it."""
-    from rillet.runtime import classsharing
+    from rillet.runtime.jvm import classsharing
 
     jars = sorted(str(jar) for jar in (SPARK_KAFKA.directory / "libs").glob("*.jar"))
     classsharing.build(target / SPARK_CLASSES_FILE, jars)

@@ -71,7 +71,7 @@ def local_session(
     """A SparkSession that can read and write Kafka."""
     from pyspark.sql import SparkSession
 
-    from rillet.runtime.driving import local_workers_run_this_python
+    from rillet.runtime.driver.driving import local_workers_run_this_python
 
     # The first session of a process fixes its Python workers' interpreter: the runtime's
     # sessions, made later in the same process (tests), need this one's packages.

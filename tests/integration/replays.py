@@ -28,7 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 
 
 def produce_located(

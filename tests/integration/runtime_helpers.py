@@ -32,7 +32,10 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import manifests
-from rillet.runtime import commands, driving, listening, tables, watermarks
+from rillet.runtime import commands
+from rillet.runtime.batches import listening
+from rillet.runtime.driver import driving
+from rillet.tables import tables, watermarks
 from rillet_devstack import spark as devspark
 from tests.integration.polling import wait_for
 

@@ -37,7 +37,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from rillet.runtime import tables
+from rillet.tables import tables
 from rillet_devstack import pki, processes, provisioning
 from rillet_devstack import stack as devstack
 from rillet_devstack.kafka import KafkaCluster, secure

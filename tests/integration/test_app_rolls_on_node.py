@@ -34,7 +34,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 from rillet_devstack import tools
 
 from .conftest import Kube
@@ -53,7 +53,7 @@ SQL = "SELECT value FROM records"
 # The same records, a different text: the run spec's SQL is hashed, so the driver rolls.
 EQUIVALENT_SQL = "SELECT value FROM records WHERE value IS NOT NULL"
 SPEC_HASH = "rillet.io/spec-hash"
-# What the driver logs when SIGTERM asks it to stop at a batch boundary (runtime/driving.py).
+# What the driver logs when SIGTERM asks it to stop at a batch boundary (runtime/driver/driving.py).
 GRACEFUL_STOP = "received SIGTERM: stopping at the end of the running batch"
 
 

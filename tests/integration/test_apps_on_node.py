@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from rillet.runtime import tables
+from rillet.tables import tables
 from rillet_devstack import stack as devstack
 
 from . import gitopshealth

@@ -40,7 +40,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from rillet.runtime import incluster
+from rillet.runtime.pod import incluster
 from rillet_devstack.controlplane import write_service_account_kubeconfig
 from rillet_devstack.operating import OperatorProcess
 

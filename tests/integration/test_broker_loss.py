@@ -25,7 +25,7 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from confluent_kafka.admin import AdminClient
 
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 from rillet_devstack import provisioning
 from rillet_devstack.kafka import KafkaCluster
 from rillet_devstack.operating import OperatorProcess

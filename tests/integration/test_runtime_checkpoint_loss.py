@@ -24,7 +24,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import checkpoints, tables
+from rillet.runtime.driver import checkpoints
+from rillet.tables import tables
 from tests.integration import runtime_helpers as rt
 
 MANIFEST = """

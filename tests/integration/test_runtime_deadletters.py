@@ -31,7 +31,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import driving, progress
+from rillet.runtime.batches import progress
+from rillet.runtime.driver import driving
 from tests.integration import replays
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for

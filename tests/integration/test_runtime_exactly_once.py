@@ -40,7 +40,8 @@ from pathlib import Path
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import driverlock, watermarks
+from rillet.runtime.driver import driverlock
+from rillet.tables import watermarks
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 
@@ -339,7 +340,7 @@ def test_a_paused_driver_resumed_after_another_took_over_is_fenced(
         )
         tree = _process_tree(zombie.pid)
         # On one machine the checkpoint's lock keeps a second driver out while the zombie's
-        # JVM lives (runtime.driverlock). Unlinked, the lock stands for where none holds (a
+        # JVM lives (runtime.driver.driverlock). Unlinked, the lock stands for where none holds (a
         # checkpoint on an object store, a node cut off): fencing alone must then keep the
         # zombie from committing.
         (tmp_path / "checkpoint" / driverlock.LOCK_FILE).unlink()

@@ -44,7 +44,8 @@ import pytest
 from confluent_kafka import ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import lookups, pinning, tables
+from rillet.runtime.queries import lookups, pinning
+from rillet.tables import tables
 from tests.integration import replays
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for

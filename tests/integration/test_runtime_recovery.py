@@ -36,7 +36,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import tables
+from rillet.tables import tables
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 

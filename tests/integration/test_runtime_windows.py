@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import progress, tables
+from rillet.runtime.batches import progress
+from rillet.tables import tables
 from tests.integration import runtime_helpers as rt
 from tests.integration.polling import wait_for
 

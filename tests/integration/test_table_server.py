@@ -39,7 +39,7 @@ import httpx
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 from rillet_devstack import processes
 
 from .polling import wait_for

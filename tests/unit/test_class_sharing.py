@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rillet.runtime import classsharing
+from rillet.runtime.jvm import classsharing
 
 
 def test_the_named_archive_is_used_only_when_it_exists(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ Test plan:
   label_values/query_result variable queries;
 - every metric name the dashboard uses is a sample name (`_total`, `_bucket`, `_sum`,
   `_count` as the client exposes them) of a family the operator (rillet.metrics) or an App's
-  driver (rillet.runtime.metrics) declares: the difference is empty;
+  driver (rillet.runtime.batches.metrics) declares: the difference is empty;
 - every family declared there has a panel, and the App panels follow the namespace and app
   variables.
 (What a running operator and driver really serve is held against the dashboard in
@@ -27,7 +27,7 @@ import pytest
 from prometheus_client.metrics import MetricWrapperBase
 
 from rillet import metrics as operator_metrics
-from rillet.runtime import metrics as runtime_metrics
+from rillet.runtime.batches import metrics as runtime_metrics
 from tests.integration import dashboards
 
 DASHBOARD = dashboards.load()

@@ -25,7 +25,9 @@ from typer.testing import CliRunner
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import appstatus, manifests, sparkdefaults
 from rillet.reconcile.appobjects import contexts, drivers, sparkconfs
-from rillet.runtime import commands, driving, incluster
+from rillet.runtime import commands
+from rillet.runtime.driver import driving
+from rillet.runtime.pod import incluster
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 UID = "7d3c0a8e-0000-4000-8000-000000000001"

@@ -33,7 +33,7 @@ from rillet.driverapi import runspecs
 from rillet.reconcile import appresolving, appstatus, kafkaaccess, manifests, runresolving
 from rillet.reconcile.appobjects import building, contexts
 from rillet.reconcile.kafkaaccess import Grant
-from rillet.runtime import kafkalogin
+from rillet.runtime.queries import kafkalogin
 from rillet.settings import AppSettings, KafkaSettings
 
 UID = "7d3c0a8e-0000-4000-8000-000000000002"
@@ -289,7 +289,7 @@ def test_the_status_says_whether_kafka_refused_the_app_or_the_operator() -> None
 
 
 def test_the_names_of_exactly_once_writes_fall_under_the_apps_granted_prefixes() -> None:
-    from rillet.runtime import transactions  # pyspark: imported by this test alone
+    from rillet.runtime.queries import transactions  # pyspark: imported by this test alone
 
     app, run_spec = _app_and_run_spec()
     granted = kafkaaccess.grants(app, run_spec)
@@ -309,7 +309,7 @@ def test_the_names_of_exactly_once_writes_fall_under_the_apps_granted_prefixes()
 
 
 def test_an_exactly_once_sinks_repr_never_shows_its_login() -> None:
-    from rillet.runtime import transactions  # pyspark: imported by this test alone
+    from rillet.runtime.queries import transactions  # pyspark: imported by this test alone
 
     sink = transactions.TransactionalSink(
         config={"sasl.jaas.config": 'ScramLoginModule required password="s3cret";'},

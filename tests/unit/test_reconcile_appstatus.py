@@ -27,7 +27,7 @@ from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs, terminations
 from rillet.reconcile import appstatus, checkpointloss, statuses
 from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputObservation
-from rillet.runtime import terminating
+from rillet.runtime.pod import terminating
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
 RUNNING_DRIVER = DriverObservation(phase="Running", ready=True)

@@ -19,7 +19,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rillet.runtime import commands, metrics, progress
+from rillet.runtime import commands
+from rillet.runtime.batches import metrics, progress
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from rillet.runtime import writing
+from rillet.runtime.queries import writing
 
 
 def test_open_gate_writes_and_remembers_the_last_batch() -> None:

@@ -32,7 +32,8 @@ from typer.testing import CliRunner
 
 from rillet.driverapi import reports, wiring
 from rillet.reconcile import manifests
-from rillet.runtime import commands, incluster, reporting, scaling, terminating
+from rillet.runtime import commands
+from rillet.runtime.pod import incluster, reporting, scaling, terminating
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 POD = incluster.PodIdentity(pod_name="wc-0", pod_ip="10.0.0.7", namespace="ns", app_name="wc")
@@ -316,7 +317,7 @@ def test_the_loop_survives_failed_reads_and_patches(caplog: pytest.LogCaptureFix
     kube.patch_error = RuntimeError("forbidden")
     loop = _loop(kube, spark, now)
 
-    with caplog.at_level(logging.DEBUG, logger="rillet.runtime.incluster"):
+    with caplog.at_level(logging.DEBUG, logger="rillet.runtime.pod.incluster"):
         loop.tick()
         now[0] = 6.0
         loop.tick()

@@ -11,7 +11,7 @@ Test plan:
 from __future__ import annotations
 
 from rillet.driverapi import runspecs
-from rillet.runtime import options
+from rillet.runtime.queries import options
 
 INPUT = runspecs.InputSpec(
     name="clicks",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from rillet.runtime import pinning
+from rillet.runtime.queries import pinning
 
 
 class ScriptedPins(pinning.LookupPins):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 
 DOCUMENT: dict[str, Any] = {
     "id": "3f0c",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from rillet.driverapi import runspecs
-from rillet.runtime import records
+from rillet.runtime.queries import records
 
 
 def _output(**fields: object) -> runspecs.OutputSpec:

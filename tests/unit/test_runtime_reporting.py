@@ -17,7 +17,8 @@ import datetime
 import json
 
 from rillet.driverapi import reports
-from rillet.runtime import progress, reporting
+from rillet.runtime.batches import progress
+from rillet.runtime.pod import reporting
 
 T0 = datetime.datetime(2025, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
 

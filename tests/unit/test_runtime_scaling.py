@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from rillet.runtime import scaling
+from rillet.runtime.pod import scaling
 
 
 def ex(id_: str, active: int = 0) -> scaling.ExecutorState:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from rillet.driverapi import runspecs
-from rillet.runtime import driverlock, options, warmup
+from rillet.runtime.driver import driverlock, warmup
+from rillet.runtime.queries import options
 
 CLICKS = runspecs.InputSpec(
     name="clicks",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from rillet.runtime import statements
+from rillet.runtime.queries import statements
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ Test plan:
 
 from __future__ import annotations
 
-from rillet.runtime import tables
+from rillet.tables import tables
 
 
 def _entry(

@@ -22,8 +22,8 @@ import threading
 from pathlib import Path
 
 from rillet.api.v1alpha1 import fields
-from rillet.runtime import tables
-from rillet.runtime.tablestore import TableStore
+from rillet.tables import tables
+from rillet.tables.tablestore import TableStore
 
 
 def _entry(

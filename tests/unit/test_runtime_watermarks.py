@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 
 
 class ScriptedConsumer:

@@ -1,7 +1,7 @@
 """What the driver tells the operator about itself: the `rillet.io/progress` pod annotation.
 
 The driver pod carries one annotation, rewritten every few seconds by the driver's in-cluster
-loop (runtime.incluster), whose value is compact JSON:
+loop (runtime.pod.incluster), whose value is compact JSON:
 
     {"executors": 3, "lastBatchTime": "2025-01-02T03:04:05Z", "rowsPerSecond": 1520.5,
      "batches": 812, "applicationId": "spark-5f0c..."}
@@ -9,7 +9,7 @@ loop (runtime.incluster), whose value is compact JSON:
 - executors: executors registered with the driver now;
 - lastBatchTime: when the App's latest micro-batch was reported finished (UTC, RFC 3339;
   null before the first one);
-- rowsPerSecond: records per second the App reads from Kafka (runtime.reporting says how);
+- rowsPerSecond: records per second the App reads from Kafka (runtime.pod.reporting says how);
 - batches: micro-batches finished by all of the App's queries since the driver started;
 - applicationId: Spark's application id (changes when the driver restarts);
 - statePartitions: the most state partitions a stateful query of the App runs (Spark's

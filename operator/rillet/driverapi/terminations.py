@@ -1,6 +1,6 @@
 """The driver's termination message: its length, and the line of it that says what went wrong.
 
-`rillet drive` writes one line saying why the driver failed (runtime.terminating) where
+`rillet drive` writes one line saying why the driver failed (runtime.pod.terminating) where
 Kubernetes takes the container's termination message from (wiring.TERMINATION_LOG); a driver
 that dies without writing it leaves the tail of its log instead (FallbackToLogsOnError). The
 operator reads it from the pod's status (reconcile.appstatus): `error_line` is that reader.

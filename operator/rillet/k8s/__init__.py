@@ -5,8 +5,8 @@ makes every other call the operator makes: applying the objects of Apps and Tabl
 (`applying`), status and Event writes outside a handler (`writing`), the leader's Lease
 (`leadership`), waiting for the CRDs to be served (`serving`), and one request through the official
 client and its login (`rest`, `login`). It is not the only code that calls the API: the driver
-reads its App and annotates its pod (`runtime.incluster`), Spark creates executor pods, `rillet
-table get` finds Tables (`runtime.clustertables`), and the local stack sets a cluster up. Imported
+reads its App and annotates its pod (`runtime.pod.incluster`), Spark creates executor pods, `rillet
+table get` finds Tables (`tables.clustertables`), and the local stack sets a cluster up. Imported
 by `handlers` (and tests); never by `reconcile`, `crdgen` or `api`, nor by its siblings `kafka` and
 `runtime`.
 """

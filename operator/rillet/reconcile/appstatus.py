@@ -59,7 +59,7 @@ EXECUTORS_UNSCHEDULABLE: Final = "ExecutorsUnschedulable"
 KAFKA_UNAVAILABLE: Final = "KafkaUnavailable"
 KAFKA_ACCESS_NOT_GRANTED: Final = "KafkaAccessNotGranted"
 # Kafka refused the App's principal something it does: how the driver's termination message
-# starts then (runtime.kafkalogin.ACCESS_DENIED).
+# starts then (runtime.queries.kafkalogin.ACCESS_DENIED).
 KAFKA_ACCESS_DENIED: Final = "KafkaAccessDenied"
 KAFKA_ACCESS_DENIED_ERROR: Final = f"{KAFKA_ACCESS_DENIED}: "
 # The driver refused a run spec of another contract version (the operator and the App's

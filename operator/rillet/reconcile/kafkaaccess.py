@@ -88,8 +88,8 @@ def grants(app: apps.App, run_spec: runspecs.RunSpec) -> frozenset[Grant]:
     inputs = granted_inputs(app, run_spec)
     streams = [i.topic for i in inputs if i.kind == "topic"]
     written = [o.topic for o in run_spec.outputs]
-    # An exactly-once output's marker is an offset committed on its topic (runtime.transactions),
-    # which Kafka authorizes as a read of the topic.
+    # An exactly-once output's marker is an offset committed on its topic
+    # (runtime.queries.transactions), which Kafka authorizes as a read of the topic.
     marked = [o.topic for o in run_spec.outputs if o.exactly_once]
     dead_letter = app.spec.dead_letter_topic
     if dead_letter is not None and dead_letter.topic_ref is not None and run_spec.dead_letter_topic:

@@ -2,7 +2,7 @@
 
 Purely computational. One builder, `build_spark_conf`: the operator puts its result in the
 driver pod's Spark conf (reconcile.appobjects.sparkconfs, sent as wiring.SPARK_CONF_ENV), and
-`rillet run` (which has no operator) builds it in process (runtime.driving); the driver never
+`rillet run` (which has no operator) builds it in process (runtime.driver.driving); the driver never
 builds it again from a run spec the operator already built it for.
 """
 

@@ -1,11 +1,15 @@
-"""What runs inside the Spark driver and its Python workers, and the pyspark-free Table readers.
+"""What runs inside the Spark driver and its Python workers, in sub-packages that are layers.
 
-`rillet drive` (in a driver pod, `incluster`) and `rillet run` (locally) build a session
-(`driving`), read the inputs (`reading`, `records`), run the pipeline (`pipelines`, `statements`),
-write the outputs (`writing`, `transactions`), join lookups (`lookups`, `pinning`), scale executors
-on the operator's word (`scaling`) and report progress to it (`reporting`). `tables`, `tablestore`,
-`tablecommands` and `clustertables` read a Table without Spark, for the Table server (`serving`)
-too. The only package that may import pyspark (the operator's image has none), so what `serving`
-imports from it never imports pyspark. Imported by `serving` and `cli` (and bench, tests and the
-local stack); imports only `reconcile` and `api`, never `handlers`, `kafka` or `k8s`.
+`rillet drive` (in a driver pod) and `rillet run` (locally) start an App's driver; the layers
+below, checked by `.importlinter` (one imports only those under it; the ones on a line do not
+import each other):
+- `driver`: the driver of one App: its session, queries, lock, warm-up and checkpoint check;
+- `pod`: the driver as a pod: its loop beside the App, scaling, progress and last words;
+- `queries`: the App's queries: reading its inputs, its pipeline, lookups, writing its outputs;
+- `batches`: what a finished micro-batch tells, and what the driver does with it after each;
+- `jvm`: the Java Spark runs, its jar's names, and the class-data sharing archive.
+`commands`, `cliargs` and `tablecommands` are the runtime's commands, and `python -m
+rillet.runtime` (`__main__`) starts a driver from a run spec. The only package that may import
+pyspark (the operator's image has none). Imported by `cli` (and bench, tests and the local
+stack); imports `tables`, `driverapi`, `reconcile` and `api`, never `handlers`, `kafka` or `k8s`.
 """

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spec = runspecs.parse(args.spec.read_text(encoding="utf-8"), source=str(args.spec))
 
-    from rillet.runtime import driving
+    from rillet.runtime.driver import driving
 
     options = driving.RunOptions(metrics_host=args.metrics_host, metrics_port=args.metrics_port)
     try:

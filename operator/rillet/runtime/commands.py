@@ -1,5 +1,5 @@
 """The runtime's commands: `rillet run` (an App on local Spark), `rillet drive` (the driver of an
-App in its pod on Kubernetes), `rillet class-archive` (runtime.classsharing); `register` also
+App in its pod on Kubernetes), `rillet class-archive` (runtime.jvm.classsharing); `register` also
 adds `rillet table get` (runtime.tablecommands).
 
 `register(app)` adds them to the `rillet` command line. pyspark is imported only inside
@@ -28,11 +28,13 @@ import typer
 
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import manifests, runresolving
-from rillet.runtime import classsharing, tablecommands, terminating
+from rillet.runtime import tablecommands
 from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
+from rillet.runtime.jvm import classsharing
+from rillet.runtime.pod import terminating
 
 if TYPE_CHECKING:  # imported where used: `rillet run` needs none of it
-    from rillet.runtime import incluster
+    from rillet.runtime.pod import incluster
 
 JARS_ENV = "RILLET_SPARK_JARS"
 
@@ -201,7 +203,10 @@ def run_app(
         overrides["max_offsets_per_trigger"] = max_offsets_per_trigger
     spec = spec.model_copy(update=overrides)
 
-    from rillet.runtime import checkpoints, driving  # pyspark lives here: imported only to run
+    from rillet.runtime.driver import (  # pyspark lives here: imported only to run
+        checkpoints,
+        driving,
+    )
 
     options = driving.RunOptions(
         master=local_master_with_retries(master),
@@ -255,7 +260,8 @@ def drive_app(
     stops at a batch end. A failure's reason goes to stderr and the termination log (exit 1).
     """
     _start_logging()
-    from rillet.runtime import incluster, kafkalogin, reporting
+    from rillet.runtime.pod import incluster, reporting
+    from rillet.runtime.queries import kafkalogin
 
     def fail(message: str) -> typer.Exit:
         typer.echo(f"error: {message}", err=True)
@@ -277,7 +283,7 @@ def drive_app(
         pod, namespace=pod.namespace or spec.namespace, app_name=pod.app_name or spec.app
     )
 
-    from rillet.runtime import driving  # pyspark lives here: imported only to run
+    from rillet.runtime.driver import driving  # pyspark lives here: imported only to run
 
     tally = reporting.BatchTally()
     options = driving.RunOptions(
@@ -310,7 +316,8 @@ def _drive_settings(
 ) -> tuple[runspecs.RunSpec, incluster.PodIdentity, dict[str, str], dict[str, str]]:
     """The run spec, the pod's identity, the driver's Spark conf and the operator's part of it;
     ValueError (or runspecs.ContractMismatchError) saying what is wrong."""
-    from rillet.runtime import incluster, kafkalogin
+    from rillet.runtime.pod import incluster
+    from rillet.runtime.queries import kafkalogin
 
     spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
     pod = incluster.PodIdentity.from_environ(os.environ)

@@ -20,8 +20,8 @@ from confluent_kafka import KafkaException
 
 from rillet.api.v1alpha1 import fields
 from rillet.reconcile import manifests, runresolving
-from rillet.runtime import clustertables, tables
 from rillet.runtime.cliargs import BOOTSTRAP_ENV, load_manifests
+from rillet.tables import clustertables, tables
 
 TableArgument = Annotated[
     str, typer.Argument(help="The Table (its name, or its topic with --topic).")

@@ -1,7 +1,5 @@
-"""The Table server: a Table's compacted topic kept in a local store and read over HTTP.
+"""`rillet table serve`, the command that runs a Table server (`commands`).
 
-The store (`runtime.tablestore`, SQLite, shared with the driver's lookups) keeps the latest
-value per key, `following` consumes the topic into it, `web` answers lookups; `rillet table
-serve` (`commands`) runs them in one process. Beside `handlers` in the layers, independent of it:
-imported only by `cli`; it uses the pyspark-free part of `runtime`, and `api`.
+The server itself is `tables.serving`. Beside `handlers` in the layers, independent of it:
+imported only by `cli`; it imports `tables`, the pyspark-free part of `runtime`, and `api`.
 """

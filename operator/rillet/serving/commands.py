@@ -21,10 +21,11 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
-from rillet.runtime import cliargs, tablecommands, tablestore
-from rillet.serving import following
-from rillet.serving import web as serving_web
+from rillet.runtime import cliargs, tablecommands
 from rillet.settings import KafkaSettings
+from rillet.tables import tablestore
+from rillet.tables.serving import following
+from rillet.tables.serving import web as serving_web
 
 log = logging.getLogger(__name__)
 

@@ -185,7 +185,7 @@ def _kafka_credentials_mount(context: contexts.AppContext) -> fragments.Fragment
 def _driver_readiness(context: contexts.AppContext) -> fragments.Fragment:
     return {
         # The metrics port opens once the App's queries have fixed the offsets they start from
-        # (runtime.driving.run): records written after Ready are read, even from `latest`.
+        # (runtime.driver.driving.run): records written after Ready are read, even from `latest`.
         "readinessProbe": {
             "tcpSocket": {"port": "metrics"},
             "periodSeconds": 5,

@@ -1,6 +1,6 @@
 /*
- * The exactly-once writer of Topic outputs, in the executors' JVM (rillet.runtime.transactions
- * calls it from foreachBatch; docs/runtime.md, "Exactly-once").
+ * The exactly-once writer of Topic outputs, in the executors' JVM
+ * (rillet.runtime.queries.transactions calls it from foreachBatch; docs/runtime.md, "Exactly-once").
  *
  * A batch (id b) is split into write units, and unit p is written by one task in one Kafka
  * transaction, with Kafka's Java producer:

@@ -3,14 +3,15 @@
 The sources beside this module are compiled into JAR against pyspark's jars and the connector's
 Kafka client, by the runtime image's build (images/runtime/Dockerfile) and by the local stack
 (the dev stack's provisioning):
-- TransactionalWriter.java, the exactly-once writer (rillet.runtime.transactions);
+- TransactionalWriter.java, the exactly-once writer (rillet.runtime.queries.transactions);
 - WarmupPlugin.java, a Spark plugin that initializes, as a JVM starts, classes the first batch
   would otherwise wait for;
 - SessionExtensions.java and RegexSplitter.java, an optimizer rule that compiles a constant
   split() pattern once per plan instead of once per row.
-jar_conf names the plugin and the extensions to Spark wherever the jar is on its class path.
-Imported by the rest of `runtime` and by the local stack, which builds the jar; it imports nothing
-of Rillet.
+jar_conf names the plugin and the extensions to Spark wherever the jar is on its class path;
+`classsharing` makes and maps a class-data sharing archive of the driver's classes. The bottom of
+the runtime's layers: imported by the rest of `runtime` and by the local stack, which builds the
+jar and the archive; it imports no other part of the runtime.
 """
 
 from __future__ import annotations

@@ -7,13 +7,14 @@ Fed by the progress listener after every batch; served over HTTP when a port is 
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Mapping
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 
 _BATCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -27,63 +28,55 @@ class Metrics:
         app_labels = ["app", "namespace"]
         query_labels = [*app_labels, "query"]
         partition_labels = [*query_labels, "topic", "partition"]
-        group_labels = [*app_labels, "topic", "partition"]
-        r = self.registry
-        self.end_offset = Gauge(
-            "rillet_input_offset", "Next offset a query will read.", partition_labels, registry=r
+        # Every metric in the App's own registry, not the process-wide default one.
+        gauge = functools.partial(Gauge, registry=self.registry)
+        counter = functools.partial(Counter, registry=self.registry)
+        self.end_offset = gauge(
+            "rillet_input_offset", "Next offset a query will read.", partition_labels
         )
-        self.latest_offset = Gauge(
+        self.latest_offset = gauge(
             "rillet_input_latest_offset",
             "Latest offset of the partition when the batch started.",
             partition_labels,
-            registry=r,
         )
-        self.lag = Gauge(
+        self.lag = gauge(
             "rillet_input_lag_records",
             "Records of the partition not yet processed.",
             partition_labels,
-            registry=r,
         )
-        self.committed = Gauge(
+        self.committed = gauge(
             "rillet_consumer_group_offset",
             "Offset committed to the App's consumer group.",
-            group_labels,
-            registry=r,
+            [*app_labels, "topic", "partition"],
         )
-        self.batches = Counter(
-            "rillet_batches", "Micro-batches finished.", query_labels, registry=r
-        )
-        self.input_rows = Counter("rillet_input_rows", "Records read.", query_labels, registry=r)
+        self.batches = counter("rillet_batches", "Micro-batches finished.", query_labels)
+        self.input_rows = counter("rillet_input_rows", "Records read.", query_labels)
         self.duration = Histogram(
             "rillet_batch_duration_seconds",
             "Duration of micro-batches.",
             query_labels,
             buckets=_BATCH_BUCKETS,
-            registry=r,
+            registry=self.registry,
         )
-        self.input_rate = Gauge(
+        self.input_rate = gauge(
             "rillet_input_rows_per_second",
             "Records arriving per second (last batch).",
             query_labels,
-            registry=r,
         )
-        self.processed_rate = Gauge(
+        self.processed_rate = gauge(
             "rillet_processed_rows_per_second",
             "Records processed per second (last batch).",
             query_labels,
-            registry=r,
         )
-        self.late_rows = Counter(
+        self.late_rows = counter(
             "rillet_late_rows_dropped",
             "Rows a stateful operator dropped as later than the watermark.",
             query_labels,
-            registry=r,
         )
-        self.observed = Counter(
+        self.observed = counter(
             "rillet_observed_rows",
             "Rows counted by the runtime inside queries (dead letters, rows without a key).",
             [*query_labels, "metric"],
-            registry=r,
         )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None

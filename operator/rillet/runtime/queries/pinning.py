@@ -35,7 +35,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaExcep
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 
 log = logging.getLogger(__name__)
 

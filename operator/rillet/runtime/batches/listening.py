@@ -21,7 +21,7 @@ from pyspark.sql.streaming.listener import (
     StreamingQueryListener,
 )
 
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.driverapi import runspecs
-from rillet.runtime import options, pinning, records, transactions
+from rillet.runtime.queries import options, pinning, records, transactions
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
 

@@ -26,7 +26,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient
 
 from rillet.driverapi import runspecs
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 
 log = logging.getLogger(__name__)
 

@@ -27,22 +27,11 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import sparkdefaults
-from rillet.runtime import (
-    checkpoints,
-    classsharing,
-    committing,
-    driverlock,
-    jvm,
-    listening,
-    metrics,
-    options,
-    pipelines,
-    progress,
-    reading,
-    records,
-    warmup,
-    writing,
-)
+from rillet.runtime import jvm
+from rillet.runtime.batches import committing, listening, metrics, progress
+from rillet.runtime.driver import checkpoints, driverlock, warmup
+from rillet.runtime.jvm import classsharing
+from rillet.runtime.queries import options, pipelines, reading, records, writing
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +55,7 @@ class RunOptions:
     metrics_port: int | None = None
     python_path: Sequence[str] = ()
     stop_timeout_seconds: float = 60.0
-    class_archive: Path | None = None  # the driver JVM maps it (runtime.classsharing)
+    class_archive: Path | None = None  # the driver JVM maps it (runtime.jvm.classsharing)
 
 
 def build_session(spec: runspecs.RunSpec, run_options: RunOptions) -> SparkSession:

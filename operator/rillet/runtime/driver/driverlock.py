@@ -10,7 +10,7 @@ every checkpoint write comes from the JVM, and a JVM outlives a SIGKILLed Python
 the moment it takes to see its parent gone, possibly planning one more batch. On a local disk
 the kernel frees the lock when the JVM's process ends, however it ends (on NFS the server
 frees it, once the client's lease lapses if the client vanished): this is what lets a warm
-standby (`runtime.warmup`) take over in seconds.
+standby (`runtime.driver.warmup`) take over in seconds.
 
 On Kubernetes a driver pod finds the lock held only while the pod before it still runs on the
 node (force-deleted, its containers not yet killed): it waits for that JVM rather than write

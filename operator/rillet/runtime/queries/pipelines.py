@@ -19,7 +19,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from rillet.driverapi import runspecs
-from rillet.runtime import statements
+from rillet.runtime.queries import statements
 
 
 class PipelineError(ValueError):

@@ -22,8 +22,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from rillet.runtime import tables, watermarks
-from rillet.runtime.tablestore import TableStore
+from rillet.tables import tables, watermarks
+from rillet.tables.tablestore import TableStore
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import checkpointloss
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """A Table's local store: the latest value of each key of its topic, in SQLite.
 
-Each Table server keeps one (`rillet.serving`), and so does each Python worker of an App that
-looks a Table up (`runtime.lookups`).
+Each Table server keeps one (`tables.serving`), and so does each Python worker of an App that
+looks a Table up (`runtime.queries.lookups`).
 
 The store holds what compaction converges to, as `rillet table get` computes it: per key, the
 newest record (by offset within a partition, by timestamp across partitions); a tombstone
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rillet.api.v1alpha1 import fields
-from rillet.runtime.tables import Entry, key_matches
+from rillet.tables.tables import Entry, key_matches
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_by_position ON entries (partition, offset);
 """
 # The newer record wins: by offset within a partition, by (timestamp, partition) across them
-# (runtime.tables._newer, in SQL). `entries` is the kept row, the parameters the candidate.
+# (tables.tables._newer, in SQL). `entries` is the kept row, the parameters the candidate.
 _KEPT_IS_OLDER = """
     (entries.partition = :partition AND entries.offset < :offset)
     OR (entries.partition != :partition

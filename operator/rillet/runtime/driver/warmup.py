@@ -2,7 +2,7 @@
 
 A driver's first batch is slow in a new JVM: the JIT, Spark's code generation, the Kafka
 consumers' set-up (8 s here for a word count, against 1 s for the same batch in a JVM that
-ran it before). A driver that finds its checkpoint held by another (`runtime.driverlock`)
+ran it before). A driver that finds its checkpoint held by another (`runtime.driver.driverlock`)
 stands by: it pays that cost while it waits, so that it takes over warm.
 
 The warm-up runs every output's plan on at most WARM_UP_RECORDS of each input's first records
@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.driverapi import runspecs
-from rillet.runtime import options, records
+from rillet.runtime.queries import options, records
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def warm_up(
     """
     if any(item.lookups for item in spec.inputs):
         # Unpinned, a lookup copies the whole Table into each worker for nothing: the App's
-        # pinned batches read replicas of their own (runtime.lookups).
+        # pinned batches read replicas of their own (runtime.queries.lookups).
         log.info("no warm-up: the App looks Tables up")
         return
     started = time.monotonic()

@@ -22,7 +22,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
 
 from rillet.api.v1alpha1 import fields
-from rillet.runtime import watermarks
+from rillet.tables import watermarks
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -44,8 +44,9 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rillet.api.v1alpha1 import fields
 from rillet.driverapi import runspecs
-from rillet.runtime import pinning, records, tables, watermarks
-from rillet.runtime.tablestore import TableStore
+from rillet.runtime.queries import pinning, records
+from rillet.tables import tables, watermarks
+from rillet.tables.tablestore import TableStore
 
 log = logging.getLogger(__name__)
 

@@ -29,9 +29,9 @@ from prometheus_client import (
 )
 
 from rillet.api.v1alpha1 import fields
-from rillet.runtime import tables
-from rillet.runtime.tablestore import TableStore
-from rillet.serving.following import TableFollower
+from rillet.tables import tables
+from rillet.tables.serving.following import TableFollower
+from rillet.tables.tablestore import TableStore
 
 MAX_LIMIT = 10_000
 _CONTENT_TYPES = {

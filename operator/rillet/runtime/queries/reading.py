@@ -23,7 +23,7 @@ from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import StructType
 
 from rillet.driverapi import runspecs
-from rillet.runtime import lookups, options, records
+from rillet.runtime.queries import lookups, options, records
 
 
 @dataclasses.dataclass(frozen=True)

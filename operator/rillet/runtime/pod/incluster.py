@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rillet.driverapi import reports, wiring
-from rillet.runtime import reporting, scaling, terminating
+from rillet.runtime.pod import reporting, scaling, terminating
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
     from pyspark.sql import SparkSession

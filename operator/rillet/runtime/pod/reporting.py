@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Mapping
 
 from rillet.driverapi import reports
-from rillet.runtime import progress
+from rillet.runtime.batches import progress
 
 FRESH_SECONDS = 60.0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from rillet.driverapi import runspecs
-from rillet.runtime import kafkalogin
+from rillet.runtime.queries import kafkalogin
 
 
 def kafka_client_options(spec: runspecs.RunSpec) -> dict[str, str]:
