@@ -37,7 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import manifests
-from rillet.runtime import commands, driving, progress, watermarks
+from rillet.runtime import driving, localspark, progress, watermarks
 from rillet_devstack import spark as devspark
 from rillet_devstack import stack as devstack
 from rillet_devstack import starting
@@ -194,7 +194,7 @@ def main() -> None:
     spark = driving.build_session(
         app_spec(bootstrap, "lookup", {"events": "e", "users": "u", "enriched": "o"}),
         driving.RunOptions(
-            master=master, spark_conf=commands.local_spark_conf(jars=jars, master=master)
+            master=master, spark_conf=localspark.local_spark_conf(jars=jars, master=master)
         ),
     )
     spark.range(1).collect()  # the JVM is up before the clock starts

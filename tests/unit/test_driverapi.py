@@ -22,10 +22,11 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from rillet.cli import apps
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import appstatus, manifests, sparkdefaults
 from rillet.reconcile.appobjects import contexts, drivers, sparkconfs
-from rillet.runtime import commands, driving, incluster
+from rillet.runtime import driving, incluster
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 UID = "7d3c0a8e-0000-4000-8000-000000000001"
@@ -95,7 +96,7 @@ def test_drive_writes_a_contract_mismatch_as_the_status_reads_it(tmp_path: Path)
     spec_path.write_text(json.dumps(document))
     log = tmp_path / "termination-log"
     app = typer.Typer()
-    commands.register(app)
+    apps.register(app)
 
     result = CliRunner().invoke(
         app,

@@ -30,9 +30,10 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from rillet.cli import apps
 from rillet.driverapi import reports, wiring
 from rillet.reconcile import manifests
-from rillet.runtime import commands, incluster, reporting, scaling, terminating
+from rillet.runtime import incluster, reporting, scaling, terminating
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 POD = incluster.PodIdentity(pod_name="wc-0", pod_ip="10.0.0.7", namespace="ns", app_name="wc")
@@ -363,7 +364,7 @@ def _spec_file(tmp_path: Path) -> Path:
 
 def _drive(args: list[str], env: dict[str, str]) -> Any:
     app = typer.Typer()
-    commands.register(app)
+    apps.register(app)
     return CliRunner().invoke(app, ["drive", *args], env=env)
 
 
