@@ -37,9 +37,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.driverapi import runspecs
 from rillet.reconcile import manifests
-from rillet.runtime import commands
 from rillet.runtime.batches import progress
-from rillet.runtime.driver import driving
+from rillet.runtime.driver import driving, localspark
 from rillet.tables import watermarks
 from rillet_devstack import spark as devspark
 from rillet_devstack import stack as devstack
@@ -197,7 +196,7 @@ def main() -> None:
     spark = driving.build_session(
         app_spec(bootstrap, "lookup", {"events": "e", "users": "u", "enriched": "o"}),
         driving.RunOptions(
-            master=master, spark_conf=commands.local_spark_conf(jars=jars, master=master)
+            master=master, spark_conf=localspark.local_spark_conf(jars=jars, master=master)
         ),
     )
     spark.range(1).collect()  # the JVM is up before the clock starts

@@ -25,7 +25,7 @@ class DriverClock:
         log: Path,
         environ: dict[str, str],
     ) -> None:
-        from rillet.runtime import commands
+        from rillet.cli import apps
         from rillet_devstack import spark as devspark
 
         self.checkpoint = checkpoint
@@ -40,7 +40,7 @@ class DriverClock:
                 command,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, commands.JARS_ENV: jars, **environ},
+                env={**os.environ, apps.JARS_ENV: jars, **environ},
                 start_new_session=True,
             )
 

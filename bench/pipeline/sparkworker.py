@@ -24,8 +24,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     """In a process of its own: run the App once, print its figures as JSON."""
     from rillet.driverapi import runspecs
     from rillet.reconcile import manifests as runmanifests
-    from rillet.runtime import commands
-    from rillet.runtime.driver import driving
+    from rillet.runtime.driver import driving, localspark
     from rillet_devstack import spark as devspark
 
     documents = manifests.app_manifest(
@@ -49,7 +48,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     )
     jars = [str(jar) for jar in devspark.spark_jars()]
     options = driving.RunOptions(
-        master=args.master, spark_conf=commands.local_spark_conf(jars=jars, master=args.master)
+        master=args.master, spark_conf=localspark.local_spark_conf(jars=jars, master=args.master)
     )
     spark = driving.build_session(spec, options)
     spark.range(1).collect()  # the JVM and executors are up before the clock starts

@@ -30,11 +30,11 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
+from rillet.cli import apps
 from rillet.driverapi import runspecs
 from rillet.reconcile import manifests
-from rillet.runtime import commands
 from rillet.runtime.batches import listening
-from rillet.runtime.driver import driving
+from rillet.runtime.driver import driving, localspark
 from rillet.tables import tables, watermarks
 from rillet_devstack import spark as devspark
 from tests.integration.polling import wait_for
@@ -202,7 +202,7 @@ def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -
 def spark_conf() -> dict[str, str]:
     """Spark settings of the tests' local session: the connector jars, no UI."""
     jars = [str(jar) for jar in devspark.spark_jars()]
-    return commands.local_spark_conf(jars=jars, master="local[2]")
+    return localspark.local_spark_conf(jars=jars, master="local[2]")
 
 
 def build_spec(
@@ -277,7 +277,7 @@ def running(
 
 def cli_env() -> dict[str, str]:
     jars = ",".join(str(jar) for jar in devspark.spark_jars())
-    return {**os.environ, commands.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
+    return {**os.environ, apps.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
 
 
 @contextmanager

@@ -22,10 +22,10 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from rillet.cli import apps
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import appstatus, manifests, sparkdefaults
 from rillet.reconcile.appobjects import contexts, drivers, sparkconfs
-from rillet.runtime import commands
 from rillet.runtime.driver import driving
 from rillet.runtime.pod import incluster
 
@@ -97,7 +97,7 @@ def test_drive_writes_a_contract_mismatch_as_the_status_reads_it(tmp_path: Path)
     spec_path.write_text(json.dumps(document))
     log = tmp_path / "termination-log"
     app = typer.Typer()
-    commands.register(app)
+    apps.register(app)
 
     result = CliRunner().invoke(
         app,

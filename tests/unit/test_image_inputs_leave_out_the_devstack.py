@@ -46,7 +46,7 @@ def test_a_devstack_edit_leaves_both_image_tags_and_a_product_edit_changes_them(
     assert _tags(repo) == before
     for inputs in (images.image_inputs(repo, name) for name in images.PROJECT_IMAGES):
         assert not [path for path in inputs if "rillet_devstack" in path]
-    with (repo / "operator" / "rillet" / "cli.py").open("a") as module:
+    with (repo / "operator" / "rillet" / "cli" / "__init__.py").open("a") as module:
         module.write("\n# an edit of the product\n")
     after = _tags(repo)
     assert all(after[name] != before[name] for name in images.PROJECT_IMAGES)

@@ -127,7 +127,7 @@ def test_content_tag_follows_every_input_and_nothing_else() -> None:
     tag = images.content_tag(inputs, base_image_id="base1")
     assert images.content_tag(dict(inputs), base_image_id="base1") == tag
     assert re.fullmatch(r"[0-9a-f]{16}", tag)
-    source = "operator/rillet/cli.py"
+    source = "operator/rillet/cli/__init__.py"
     changed = {**inputs, source: inputs[source] + b"\n# changed\n"}
     assert images.content_tag(changed, base_image_id="base1") != tag
     changed = {**inputs, "images/runtime/Dockerfile": b"FROM scratch\n"}
@@ -141,7 +141,7 @@ def test_image_inputs_are_its_build_context() -> None:
     runtime = images.image_inputs(REPO, "runtime")
     for inputs in (operator, runtime):
         assert {"pyproject.toml", "README.md", "images/pyproject-requirements.py"} <= set(inputs)
-        assert "operator/rillet/cli.py" in inputs
+        assert "operator/rillet/cli/__init__.py" in inputs
         assert not [p for p in inputs if "__pycache__" in p or ".egg-info" in p]
     assert "images/operator/Dockerfile" in operator
     assert not [p for p in operator if p.startswith("images/runtime/")]

@@ -19,15 +19,16 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rillet.runtime import commands
+from rillet.cli import apps
 from rillet.runtime.batches import metrics, progress
+from rillet.runtime.driver import localspark
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    commands.register(app)
+    apps.register(app)
     return app
 
 
@@ -51,16 +52,16 @@ def test_importing_the_cli_does_not_import_pyspark() -> None:
     ],
 )
 def test_a_local_master_retries_failed_tasks_as_a_cluster_does(given: str, used: str) -> None:
-    assert commands.local_master_with_retries(given) == used
+    assert localspark.local_master_with_retries(given) == used
 
 
 def test_run_without_jars_says_where_they_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(commands.JARS_ENV, raising=False)
+    monkeypatch.delenv(apps.JARS_ENV, raising=False)
 
     result = CliRunner().invoke(_app(), ["run", str(EXAMPLES / "wordcount.yaml"), "-b", "k:1"])
 
     assert result.exit_code == 2
-    assert commands.JARS_ENV in result.output
+    assert apps.JARS_ENV in result.output
 
 
 def test_run_with_several_apps_asks_for_one() -> None:
@@ -81,13 +82,13 @@ def test_run_with_several_apps_asks_for_one() -> None:
 
 
 def test_conf_pairs_and_local_spark_conf() -> None:
-    assert commands.parse_conf(["a=1", "b.c= x=y"]) == {"a": "1", "b.c": " x=y"}
+    assert apps.parse_conf(["a=1", "b.c= x=y"]) == {"a": "1", "b.c": " x=y"}
     with pytest.raises(typer.BadParameter):
-        commands.parse_conf(["novalue"])
-    conf = commands.local_spark_conf(jars=["/j/a.jar", "/j/b.jar"], master="local[2]")
+        apps.parse_conf(["novalue"])
+    conf = localspark.local_spark_conf(jars=["/j/a.jar", "/j/b.jar"], master="local[2]")
     assert conf["spark.jars"] == "/j/a.jar,/j/b.jar"
     assert conf["spark.driver.bindAddress"] == "127.0.0.1"
-    assert "spark.driver.host" not in commands.local_spark_conf(jars=[], master="k8s://x")
+    assert "spark.driver.host" not in localspark.local_spark_conf(jars=[], master="k8s://x")
 
 
 def test_a_batch_sets_offset_lag_and_rate_series() -> None:

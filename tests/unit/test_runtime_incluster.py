@@ -30,9 +30,9 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from rillet.cli import apps
 from rillet.driverapi import reports, wiring
 from rillet.reconcile import manifests
-from rillet.runtime import commands
 from rillet.runtime.pod import incluster, reporting, scaling, terminating
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -364,7 +364,7 @@ def _spec_file(tmp_path: Path) -> Path:
 
 def _drive(args: list[str], env: dict[str, str]) -> Any:
     app = typer.Typer()
-    commands.register(app)
+    apps.register(app)
     return CliRunner().invoke(app, ["drive", *args], env=env)
 
 

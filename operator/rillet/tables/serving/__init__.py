@@ -2,6 +2,6 @@
 
 The store (`tables.tablestore`, SQLite, shared with the driver's lookups) keeps the latest
 value per key, `following` consumes the topic into it, `web` answers lookups; `rillet table
-serve` (`rillet.serving.commands`) runs them in one process. Imported only by that command (and
+serve` (`rillet.cli.tableserving`) runs them in one process. Imported only by that command (and
 tests); it imports the rest of `tables`, and `api`.
 """

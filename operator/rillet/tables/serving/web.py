@@ -83,78 +83,90 @@ class ServerMetrics:
         ready.labels(**labels).set_function(lambda: float(follower.caught_up.is_set()))
 
 
-def application(
-    *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
-) -> web.Application:
-    """The server's aiohttp application for one Table."""
-    metrics = ServerMetrics(table, follower)
-    value_type = _CONTENT_TYPES[value_format]
+class _Routes:
+    """The request handlers of one Table's server."""
 
-    def answered(result: str, started: float) -> None:
-        metrics.lookups.labels(table=table, result=result).inc()
-        metrics.latency.observe(time.perf_counter() - started)
+    def __init__(
+        self, *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
+    ) -> None:
+        self.table, self.store, self.follower = table, store, follower
+        self.value_format = value_format
+        self.value_type = _CONTENT_TYPES[value_format]
+        self.metrics = ServerMetrics(table, follower)
 
-    def unknown_table(name: str) -> web.Response | None:
-        if name == table:
+    def _answered(self, result: str, started: float) -> None:
+        self.metrics.lookups.labels(table=self.table, result=result).inc()
+        self.metrics.latency.observe(time.perf_counter() - started)
+
+    def _unknown_table(self, name: str) -> web.Response | None:
+        if name == self.table:
             return None
-        return _error(404, f"this server serves Table {table}, not {name}")
+        return _error(404, f"this server serves Table {self.table}, not {name}")
 
-    def not_ready() -> web.Response:
-        lag = sum(follower.lag.values())
+    def _not_ready(self) -> web.Response:
+        lag = sum(self.follower.lag.values())
         behind = f" ({lag} records behind)" if lag else ""
-        return _error(503, f"Table {table} is still being read from its topic{behind}")
+        return _error(503, f"Table {self.table} is still being read from its topic{behind}")
 
-    async def get_key(request: web.Request) -> web.Response:
+    async def get_key(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
-        if (wrong := unknown_table(request.match_info["table"])) is not None:
+        if (wrong := self._unknown_table(request.match_info["table"])) is not None:
             return wrong
-        if not follower.caught_up.is_set():
-            answered("not_ready", started)
-            return not_ready()
+        if not self.follower.caught_up.is_set():
+            self._answered("not_ready", started)
+            return self._not_ready()
         key = request.match_info["key"]
-        found = store.lookup(key)
+        found = self.store.lookup(key)
         if not found:
-            answered("missing", started)
-            return _error(404, f"Table {table} has no key {key}")
-        if len(found) == 1 and tables.same_key(found[0][0], key, store.key_format):
-            answered("found", started)
-            return web.Response(body=found[0][1], content_type=value_type)
-        answered("partial", started)
-        return _entries(found, store.key_format, value_format, partial=True)
+            self._answered("missing", started)
+            return _error(404, f"Table {self.table} has no key {key}")
+        if len(found) == 1 and tables.same_key(found[0][0], key, self.store.key_format):
+            self._answered("found", started)
+            return web.Response(body=found[0][1], content_type=self.value_type)
+        self._answered("partial", started)
+        return _entries(found, self.store.key_format, self.value_format, partial=True)
 
-    async def get_prefixed(request: web.Request) -> web.Response:
-        if (wrong := unknown_table(request.match_info["table"])) is not None:
+    async def get_prefixed(self, request: web.Request) -> web.Response:
+        if (wrong := self._unknown_table(request.match_info["table"])) is not None:
             return wrong
-        if not follower.caught_up.is_set():
-            return not_ready()
+        if not self.follower.caught_up.is_set():
+            return self._not_ready()
         try:
             limit = min(int(request.query.get("limit", "100")), MAX_LIMIT)
         except ValueError:
             return _error(400, "limit must be a whole number")
-        found = store.prefixed(request.query.get("prefix", "").encode(), max(limit, 0))
-        return _entries(found, store.key_format, value_format, partial=False)
+        found = self.store.prefixed(request.query.get("prefix", "").encode(), max(limit, 0))
+        return _entries(found, self.store.key_format, self.value_format, partial=False)
 
-    async def ready(_: web.Request) -> web.Response:
-        return web.Response(text="ready\n") if follower.caught_up.is_set() else not_ready()
+    async def ready(self, _: web.Request) -> web.Response:
+        if self.follower.caught_up.is_set():
+            return web.Response(text="ready\n")
+        return self._not_ready()
 
-    async def healthy(_: web.Request) -> web.Response:
-        if not follower.is_alive():
-            return _error(500, f"the reader of Table {table}'s topic stopped (see the log)")
+    async def healthy(self, _: web.Request) -> web.Response:
+        if not self.follower.is_alive():
+            return _error(500, f"the reader of Table {self.table}'s topic stopped (see the log)")
         return web.Response(text="ok\n")
 
-    async def metrics_text(_: web.Request) -> web.Response:
-        response = web.Response(body=generate_latest(metrics.registry))
+    async def metrics_text(self, _: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(self.metrics.registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
         return response
 
+
+def application(
+    *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
+) -> web.Application:
+    """The server's aiohttp application for one Table."""
+    routes = _Routes(table=table, store=store, follower=follower, value_format=value_format)
     app = web.Application()
     app.add_routes(
         [
-            web.get("/tables/{table}/{key:.+}", get_key),
-            web.get("/tables/{table}", get_prefixed),
-            web.get("/readyz", ready),
-            web.get("/healthz", healthy),
-            web.get("/metrics", metrics_text),
+            web.get("/tables/{table}/{key:.+}", routes.get_key),
+            web.get("/tables/{table}", routes.get_prefixed),
+            web.get("/readyz", routes.ready),
+            web.get("/healthz", routes.healthy),
+            web.get("/metrics", routes.metrics_text),
         ]
     )
     return app

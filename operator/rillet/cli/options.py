@@ -1,7 +1,7 @@
-"""Command-line pieces shared by the runtime's commands and the Table commands (no pyspark).
+"""Command-line pieces shared by the App commands and the Table commands (no pyspark).
 
 The Table commands run in the operator image, which has no pyspark: they take what they share
-with `rillet run` from here, not from `runtime.commands`.
+with `rillet run` from here, not from `cli.apps`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""The runtime's commands: `rillet run` (an App on local Spark), `rillet drive` (the driver of an
-App in its pod on Kubernetes), `rillet class-archive` (runtime.jvm.classsharing); `register` also
-adds `rillet table get` (runtime.tablecommands).
+"""`rillet run` (an App on local Spark) and `rillet drive` (the driver of an App in its pod on
+Kubernetes): the App commands (`rillet class-archive` is in `classarchive`).
 
 `register(app)` adds them to the `rillet` command line. pyspark is imported only inside
 `rillet run` and `rillet drive`, never when this module is imported: the operator image imports
@@ -19,35 +18,30 @@ import faulthandler
 import functools
 import logging
 import os
-import re
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from rillet.cli import options as cli_options
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import manifests, runresolving
-from rillet.runtime import tablecommands
-from rillet.runtime.cliargs import LOG_FORMAT, BootstrapOption, load_manifests
+from rillet.runtime.driver import localspark
 from rillet.runtime.jvm import classsharing
 from rillet.runtime.pod import terminating
 
 if TYPE_CHECKING:  # imported where used: `rillet run` needs none of it
+    from rillet.runtime.driver import driving
     from rillet.runtime.pod import incluster
 
 JARS_ENV = "RILLET_SPARK_JARS"
 
 
-def register(app: typer.Typer) -> typer.Typer:
-    """Add `run`, `drive` and `table get` to the `rillet` command line; `rillet table`."""
+def register(app: typer.Typer) -> None:
+    """Add `run` and `drive` to the `rillet` command line."""
     app.command("run")(run_app)
     app.command("drive")(drive_app)
-    app.command("class-archive")(class_archive)
-    table = typer.Typer(help="Read and serve Tables.", no_args_is_help=True)
-    table.command("get")(tablecommands.table_get)
-    app.add_typer(table, name="table")
-    return table
 
 
 def parse_conf(pairs: list[str]) -> dict[str, str]:
@@ -58,39 +52,6 @@ def parse_conf(pairs: list[str]) -> dict[str, str]:
         if not sep or not key:
             raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--conf")
         conf[key.strip()] = value
-    return conf
-
-
-# A task that fails is tried this many times in all, as Spark does on a cluster
-# (spark.task.maxFailures), which local mode ignores: its master says it (local[N,F]), else 1.
-LOCAL_TASK_ATTEMPTS = 4
-_LOCAL_MASTER = re.compile(r"local(?:\[(?P<threads>[^,\]]+)\])?")
-
-
-def local_master_with_retries(master: str) -> str:
-    """`local` and `local[N]` given task retries (local[N,4]); any other master as it is.
-
-    Without them one failed task fails the query. One such failure, seen once on a loaded
-    machine: a restarted driver's exactly-once write unit "fenced by a newer instance" with
-    no other driver running (with the first, Python, writer: librdkafka issue 3928 reports
-    producers fenced after their own repeated InitProducerId). Its retry starts a new
-    producer and reads the unit's marker again, which is what happens on a cluster."""
-    found = _LOCAL_MASTER.fullmatch(master)
-    if found is None:
-        return master
-    return f"local[{found['threads'] or 1},{LOCAL_TASK_ATTEMPTS}]"
-
-
-def local_spark_conf(*, jars: list[str], master: str) -> dict[str, str]:
-    """Spark settings of a local `rillet run`: connector jars, quiet logs, no UI."""
-    conf = {
-        "spark.jars": ",".join(jars),
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.log.level": "WARN",
-    }
-    if master.startswith("local"):
-        conf |= {"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"}
     return conf
 
 
@@ -146,7 +107,7 @@ def _start_logging() -> None:
     """Log lines at INFO, and every thread's Python stack on a crash in C code (librdkafka,
     the JVM bridge) or on `kill -USR1 <pid>`: where a stuck driver is stuck. (`kill -QUIT` on
     its JVM prints the Java side.)"""
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    logging.basicConfig(level=logging.INFO, format=cli_options.LOG_FORMAT)
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # Into file descriptor 2, the process's stderr: sys.stderr may be a stream without one (an
     # in-process CLI runner).
@@ -156,7 +117,7 @@ def _start_logging() -> None:
 
 def run_app(
     app_yaml: AppFile,
-    bootstrap_servers: BootstrapOption,
+    bootstrap_servers: cli_options.BootstrapOption,
     app_name: AppNameOption = None,
     namespace: NamespaceOption = None,
     master: MasterOption = "local[2]",
@@ -180,7 +141,53 @@ def run_app(
             f"(`rillet dev up` provisions them)",
             param_hint="--jars",
         )
-    documents = load_manifests(app_yaml)
+    spec = _local_run_spec(
+        app_yaml,
+        bootstrap_servers=bootstrap_servers,
+        app_name=app_name,
+        namespace=namespace,
+        checkpoint_dir=checkpoint_dir,
+        available_now=available_now,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+    )
+    from rillet.runtime.driver import (  # pyspark lives here: imported only to run
+        checkpoints,
+        driving,
+    )
+
+    options = _local_run_options(
+        app_yaml,
+        master=master,
+        jars=jars,
+        conf=conf,
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+    )
+    typer.echo(
+        f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}, "
+        f"consumer group {spec.consumer_group}",
+        err=True,
+    )
+    try:
+        driving.run(spec, options)
+    except (driving.QueryFailedError, checkpoints.CheckpointLostError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=1) from None
+
+
+def _local_run_spec(
+    app_yaml: Path,
+    *,
+    bootstrap_servers: str,
+    app_name: str | None,
+    namespace: str | None,
+    checkpoint_dir: Path | None,
+    available_now: bool,
+    max_offsets_per_trigger: int | None,
+) -> runspecs.RunSpec:
+    """The run spec of the App in the manifest file, as the options change it; a usage error
+    naming APP_YAML if the file does not give one."""
+    documents = cli_options.load_manifests(app_yaml)
     try:
         app = manifests.pick_app(manifests.parse_manifests(documents), app_name)
         ns = namespace or app.metadata.namespace or runresolving.DEFAULT_NAMESPACE
@@ -194,6 +201,18 @@ def run_app(
         )
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="APP_YAML") from None
+    overrides = _run_overrides(
+        checkpoint_dir=checkpoint_dir,
+        available_now=available_now,
+        max_offsets_per_trigger=max_offsets_per_trigger,
+    )
+    return spec.model_copy(update=overrides)
+
+
+def _run_overrides(
+    *, checkpoint_dir: Path | None, available_now: bool, max_offsets_per_trigger: int | None
+) -> dict[str, Any]:
+    """The run spec's fields that `rillet run`'s options override."""
     overrides: dict[str, Any] = {}
     if checkpoint_dir is not None:  # given on the command line: wins over the App's
         overrides["checkpoint_location"] = str(checkpoint_dir)
@@ -201,17 +220,25 @@ def run_app(
         overrides["trigger"] = runspecs.TriggerSpec(available_now=True)
     if max_offsets_per_trigger is not None:
         overrides["max_offsets_per_trigger"] = max_offsets_per_trigger
-    spec = spec.model_copy(update=overrides)
+    return overrides
 
-    from rillet.runtime.driver import (  # pyspark lives here: imported only to run
-        checkpoints,
-        driving,
-    )
 
-    options = driving.RunOptions(
-        master=local_master_with_retries(master),
+def _local_run_options(
+    app_yaml: Path,
+    *,
+    master: str,
+    jars: str,
+    conf: list[str] | None,
+    metrics_host: str,
+    metrics_port: int | None,
+) -> driving.RunOptions:
+    """How `rillet run` runs Spark: locally, with task retries, the jars and --conf settings."""
+    from rillet.runtime.driver import driving  # pyspark lives here: imported only to run
+
+    return driving.RunOptions(
+        master=localspark.local_master_with_retries(master),
         spark_conf={
-            **local_spark_conf(jars=jars.split(","), master=master),
+            **localspark.local_spark_conf(jars=jars.split(","), master=master),
             **parse_conf(conf or []),
         },
         metrics_host=metrics_host,
@@ -219,16 +246,6 @@ def run_app(
         python_path=[str(app_yaml.resolve().parent), str(Path.cwd())],
         class_archive=classsharing.archive_path(),
     )
-    typer.echo(
-        f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}, "
-        f"consumer group {spec.consumer_group}",
-        err=True,
-    )
-    try:
-        driving.run(spec, options)
-    except (driving.QueryFailedError, checkpoints.CheckpointLostError) as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=1) from None
 
 
 RunSpecArgument = Annotated[
@@ -260,16 +277,53 @@ def drive_app(
     stops at a batch end. A failure's reason goes to stderr and the termination log (exit 1).
     """
     _start_logging()
-    from rillet.runtime.pod import incluster, reporting
+    spec, pod, conf, operator_conf = _checked_drive_settings(
+        run_spec,
+        jars=jars,
+        executor_pod_template=executor_pod_template,
+        termination_log=termination_log,
+    )
+    from rillet.runtime.driver import driving  # pyspark lives here: imported only to run
+
+    options = driving.RunOptions(
+        spark_conf=conf,
+        run_conf_included=bool(operator_conf),
+        metrics_host=metrics_host,
+        metrics_port=metrics_port,
+        python_path=[str(run_spec.resolve().parent), str(Path.cwd())],
+        class_archive=classsharing.archive_path(),
+    )
+    typer.echo(f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}", err=True)
+    _drive(spec, pod=pod, options=options, termination_log=termination_log)
+
+
+def _drive_failure(message: str, *, termination_log: Path) -> typer.Exit:
+    """Exit 1, with the reason on stderr and in the termination log (the App's status reads it)."""
+    typer.echo(f"error: {message}", err=True)
+    terminating.write_termination_message(message, termination_log)
+    return typer.Exit(code=1)
+
+
+def _checked_drive_settings(
+    run_spec: Path, *, jars: str | None, executor_pod_template: Path | None, termination_log: Path
+) -> tuple[runspecs.RunSpec, incluster.PodIdentity, dict[str, str], dict[str, str]]:
+    """The run spec, the pod's identity, the driver's Spark conf and the operator's part of it;
+    a failure (exit 1) saying what is missing or wrong."""
+    from rillet.runtime.pod import incluster
     from rillet.runtime.queries import kafkalogin
 
-    def fail(message: str) -> typer.Exit:
-        typer.echo(f"error: {message}", err=True)
-        terminating.write_termination_message(message, termination_log)
-        return typer.Exit(code=1)
-
+    fail = functools.partial(_drive_failure, termination_log=termination_log)
     try:
-        spec, pod, conf, operator_conf = _drive_settings(run_spec, jars, executor_pod_template)
+        spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
+        pod = incluster.PodIdentity.from_environ(os.environ)
+        operator_conf = wiring.parse_spark_conf_json(os.environ.get(wiring.SPARK_CONF_ENV))
+        conf = incluster.build_drive_conf(
+            operator_conf=operator_conf,
+            pod=pod,
+            app_name=spec.app,
+            jars=jars,
+            executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
+        )
     except runspecs.ContractMismatchError as error:
         raise fail(terminating.summarize_error(error)) from None
     except ValueError as error:
@@ -282,19 +336,23 @@ def drive_app(
     pod = dataclasses.replace(
         pod, namespace=pod.namespace or spec.namespace, app_name=pod.app_name or spec.app
     )
+    return spec, pod, conf, operator_conf
 
-    from rillet.runtime.driver import driving  # pyspark lives here: imported only to run
+
+def _drive(
+    spec: runspecs.RunSpec,
+    *,
+    pod: incluster.PodIdentity,
+    options: driving.RunOptions,
+    termination_log: Path,
+) -> None:
+    """Run the App, reporting its batches to the operator; a failure (exit 1) saying why,
+    a Kafka refusal as the topics the App may not use."""
+    from rillet.runtime.driver import driving
+    from rillet.runtime.pod import incluster, reporting
+    from rillet.runtime.queries import kafkalogin
 
     tally = reporting.BatchTally()
-    options = driving.RunOptions(
-        spark_conf=conf,
-        run_conf_included=bool(operator_conf),
-        metrics_host=metrics_host,
-        metrics_port=metrics_port,
-        python_path=[str(run_spec.resolve().parent), str(Path.cwd())],
-        class_archive=classsharing.archive_path(),
-    )
-    typer.echo(f"App {spec.namespace}/{spec.app}: checkpoint {spec.checkpoint_location}", err=True)
     try:
         driving.run(
             spec,
@@ -307,41 +365,12 @@ def drive_app(
         text = str(error)
         if kafkalogin.is_refusal(text):
             refused = kafkalogin.refused_topics(spec)
-            raise fail(kafkalogin.access_denied(text, spec, refused)) from None
-        raise fail(terminating.summarize_error(error)) from None
-
-
-def _drive_settings(
-    run_spec: Path, jars: str | None, executor_pod_template: Path | None
-) -> tuple[runspecs.RunSpec, incluster.PodIdentity, dict[str, str], dict[str, str]]:
-    """The run spec, the pod's identity, the driver's Spark conf and the operator's part of it;
-    ValueError (or runspecs.ContractMismatchError) saying what is wrong."""
-    from rillet.runtime.pod import incluster
-    from rillet.runtime.queries import kafkalogin
-
-    spec = kafkalogin.with_credentials(_load_run_spec(run_spec))
-    pod = incluster.PodIdentity.from_environ(os.environ)
-    operator_conf = wiring.parse_spark_conf_json(os.environ.get(wiring.SPARK_CONF_ENV))
-    conf = incluster.build_drive_conf(
-        operator_conf=operator_conf,
-        pod=pod,
-        app_name=spec.app,
-        jars=jars,
-        executor_pod_template=_existing(executor_pod_template, "--executor-pod-template"),
-    )
-    return spec, pod, conf, operator_conf
-
-
-def class_archive(
-    archive: Annotated[Path, typer.Argument(help="Where to write the archive.")],
-    jars: JarsOption = None,
-) -> None:
-    """Write a class-data sharing archive of the Spark driver's classes: a driver given it in
-    RILLET_SPARK_CLASS_ARCHIVE starts sooner (the runtime image has one)."""
-    if not jars:
-        raise typer.BadParameter(f"pass --jars or set {JARS_ENV}", param_hint="--jars")
-    classsharing.build(archive, jars.split(","))
-    typer.echo(f"wrote {archive} ({archive.stat().st_size // 2**20} MiB)", err=True)
+            raise _drive_failure(
+                kafkalogin.access_denied(text, spec, refused), termination_log=termination_log
+            ) from None
+        raise _drive_failure(
+            terminating.summarize_error(error), termination_log=termination_log
+        ) from None
 
 
 def _load_run_spec(path: Path) -> runspecs.RunSpec:

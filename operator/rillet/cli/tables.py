@@ -1,4 +1,5 @@
-"""`rillet table get`: the latest value of a key, found through --file, the cluster or --topic.
+"""`rillet table` and `rillet table get`: the latest value of a key, found through --file, the
+cluster or --topic (`rillet table serve` is in `tableserving`).
 
 `resolve_table` finds a Table's topic and formats the way every `rillet table` command does.
 A lookup goes to the Table's server when there is one (`--server`, else the one the cluster
@@ -19,8 +20,8 @@ import typer
 from confluent_kafka import KafkaException
 
 from rillet.api.v1alpha1 import fields
+from rillet.cli import options
 from rillet.reconcile import manifests, runresolving
-from rillet.runtime.cliargs import BOOTSTRAP_ENV, load_manifests
 from rillet.tables import clustertables, tables
 
 TableArgument = Annotated[
@@ -86,11 +87,19 @@ LookupBootstrapOption = Annotated[
     typer.Option(
         "--bootstrap-servers",
         "-b",
-        envvar=BOOTSTRAP_ENV,
+        envvar=options.BOOTSTRAP_ENV,
         help="Kafka bootstrap servers (host:port,...), to read the topic; a lookup that the "
         "Table's server answers needs none.",
     ),
 ]
+
+
+def register(app: typer.Typer) -> typer.Typer:
+    """Add `rillet table` and its `get` to the `rillet` command line; `rillet table`."""
+    table = typer.Typer(help="Read and serve Tables.", no_args_is_help=True)
+    table.command("get")(table_get)
+    app.add_typer(table, name="table")
+    return table
 
 
 def table_get(
@@ -115,40 +124,39 @@ def table_get(
     source = resolve_table(table, file=file, topic=topic, namespace=namespace, fmt=key_format)
     if not watch and _answered_by_server(source, server, table, key):
         return
-    topic, fmt = source.topic, source.key_format
     if bootstrap_servers is None:
         typer.echo(
-            f"error: reading topic {topic} takes Kafka's bootstrap servers: give -b or set "
-            f"{BOOTSTRAP_ENV}",
+            f"error: reading topic {source.topic} takes Kafka's bootstrap servers: give -b or "
+            f"set {options.BOOTSTRAP_ENV}",
             err=True,
         )
         raise typer.Exit(code=2)
+    if watch:
+        _watch_topic(source, bootstrap_servers=bootstrap_servers, key=key, timeout=timeout)
+    else:
+        _get_from_topic(
+            source, bootstrap_servers=bootstrap_servers, table=table, key=key, timeout=timeout
+        )
+
+
+def _get_from_topic(
+    source: clustertables.ClusterTable,
+    *,
+    bootstrap_servers: str,
+    table: str,
+    key: str,
+    timeout: float,
+) -> None:
+    """Print the key's latest value read from the topic; exit 1 if it has no such key."""
+    fmt = source.key_format
     try:
-        if watch:
-            entries, later = tables.watch_changelog(
-                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
-            )
-        else:
-            entries = tables.read_changelog(
-                bootstrap_servers=bootstrap_servers, topic=topic, timeout=timeout
-            )
+        entries = tables.read_changelog(
+            bootstrap_servers=bootstrap_servers, topic=source.topic, timeout=timeout
+        )
     except (LookupError, TimeoutError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
     found = tables.lookup(tables.latest_per_key(entries), key, fmt)
-    if watch:
-        for entry in found:
-            _echo_change(entry)
-        try:
-            for entry in later:
-                if entry.key is not None and tables.key_matches(entry.key, key, fmt):
-                    _echo_change(entry)
-        except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
-            return
-        except KafkaException as error:  # the topic deleted, the cluster gone
-            typer.echo(f"error: {error}", err=True)
-            raise typer.Exit(code=2) from None
-        return
     if not found:
         typer.echo(f"{table}: no key {key}", err=True)
         raise typer.Exit(code=1)
@@ -158,13 +166,38 @@ def table_get(
         typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
 
 
+def _watch_topic(
+    source: clustertables.ClusterTable, *, bootstrap_servers: str, key: str, timeout: float
+) -> None:
+    """Print the key's latest value read from the topic, then each change until interrupted."""
+    fmt = source.key_format
+    try:
+        entries, later = tables.watch_changelog(
+            bootstrap_servers=bootstrap_servers, topic=source.topic, timeout=timeout
+        )
+    except (LookupError, TimeoutError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+    for entry in tables.lookup(tables.latest_per_key(entries), key, fmt):
+        _echo_change(entry)
+    try:
+        for entry in later:
+            if entry.key is not None and tables.key_matches(entry.key, key, fmt):
+                _echo_change(entry)
+    except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
+        return
+    except KafkaException as error:  # the topic deleted, the cluster gone
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(code=2) from None
+
+
 def resolve_table(
     table: str, *, file: Path | None, topic: str | None, namespace: str | None, fmt: str | None
 ) -> clustertables.ClusterTable:
     """The Table's topic and formats: from --file, else the cluster, else TABLE itself."""
     if file is not None:
         try:
-            declared = manifests.table_in(load_manifests(file), table)
+            declared = manifests.table_in(options.load_manifests(file), table)
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--file") from None
         return clustertables.ClusterTable(

@@ -21,7 +21,7 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
-from rillet.runtime import cliargs, tablecommands
+from rillet.cli import options, tables
 from rillet.settings import KafkaSettings
 from rillet.tables import tablestore
 from rillet.tables.serving import following
@@ -60,24 +60,24 @@ def register(table: typer.Typer) -> None:
 
 
 def table_serve(
-    table: tablecommands.TableArgument,
-    bootstrap_servers: cliargs.BootstrapOption,
-    file: tablecommands.FileOption = None,
-    topic: tablecommands.TopicOption = None,
-    key_format: tablecommands.KeyFormatOption = None,
+    table: tables.TableArgument,
+    bootstrap_servers: options.BootstrapOption,
+    file: tables.FileOption = None,
+    topic: tables.TopicOption = None,
+    key_format: tables.KeyFormatOption = None,
     value_format: ValueFormatOption = None,
-    namespace: tablecommands.TableNamespaceOption = None,
+    namespace: tables.TableNamespaceOption = None,
     port: PortOption = 8080,
     host: HostOption = "0.0.0.0",
     store_dir: StoreOption = None,
     refresh_seconds: RefreshOption = 10.0,
 ) -> None:
     """Serve TABLE over HTTP: GET /tables/TABLE/KEY answers from a local copy of its topic."""
-    logging.basicConfig(level=logging.INFO, format=cliargs.LOG_FORMAT)
-    source = tablecommands.resolve_table(
+    logging.basicConfig(level=logging.INFO, format=options.LOG_FORMAT)
+    source = tables.resolve_table(
         table, file=file, topic=topic, namespace=namespace, fmt=key_format
     )
-    values = tablecommands.key_format_of(value_format or source.value_format, "--value-format")
+    values = tables.key_format_of(value_format or source.value_format, "--value-format")
     directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
