@@ -4,8 +4,9 @@ installed extensions (`rillet dev ...` comes with the development stack, package
 One module per command group, each a thin typer layer over the package doing the work:
 `operating` (`rillet operator run`), `crds` (`rillet crds generate`), `apps` (`rillet run`,
 `rillet drive`), `classarchive` (`rillet class-archive`), `tables` and `tableserving`
-(`rillet table get` and `rillet table serve`), with the options they share in `options`. This module puts them together
-and adds the groups and Spark setups that installed packages declare as entry points.
+(`rillet table get` and `rillet table serve`), with the options they share in `options`. This
+module puts them together and adds the groups and Spark setups that installed packages declare
+as entry points.
 
 Subcommands import what they need when they run: `rillet operator run` in the operator image
 must not load pyspark, and the images carry no development stack.
