@@ -1,7 +1,8 @@
 """The operator-driver contract: run-spec versions, the driver pod's Spark conf, built once.
 
 Test plan:
-- the operator writes the contract version into every run spec, also at its default, and the
+- the operator writes the contract version into a run spec of a later version than the first,
+  and leaves it out at the first (runtime images from before the version refuse the key); the
   driver reads back the run spec it was given;
 - a run spec without a version is of the first version (every run spec written before it was);
 - a run spec of another version is refused with a message saying the operator and the runtime
@@ -50,18 +51,21 @@ def _context() -> contexts.AppContext:
     return contexts.build_context(app, run_spec, contexts.AppEnvironment(kafka_bootstrap="k:9092"))
 
 
-def test_the_run_spec_carries_its_contract_version_and_reads_back() -> None:
+def test_the_run_spec_carries_a_later_contract_version_and_reads_back() -> None:
     context = _context()
 
     text = drivers.render_run_spec(context)
 
-    assert json.loads(text)[runspecs.VERSION_KEY] == runspecs.CONTRACT_VERSION
+    assert runspecs.CONTRACT_VERSION == runspecs.UNVERSIONED
+    assert runspecs.VERSION_KEY not in json.loads(text)  # what runtime images before it read
     assert runspecs.parse(text, source="run-spec.json") == context.run_spec
+    later = context.run_spec.model_copy(update={"contract_version": 2})
+    assert json.loads(runspecs.render(later))[runspecs.VERSION_KEY] == 2
 
 
 def test_a_run_spec_without_a_version_is_of_the_first_one() -> None:
     document = json.loads(runspecs.render(_context().run_spec))
-    del document[runspecs.VERSION_KEY]
+    document.pop(runspecs.VERSION_KEY, None)
 
     parsed = runspecs.parse(json.dumps(document), source="old.json")
 

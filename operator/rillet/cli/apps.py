@@ -249,7 +249,7 @@ def _local_run_options(
 
 
 RunSpecArgument = Annotated[
-    Path, typer.Argument(help="The run spec (JSON of rillet.reconcile.runspecs.RunSpec).")
+    Path, typer.Argument(help="The run spec (JSON of rillet.driverapi.runspecs.RunSpec).")
 ]
 PodTemplateOption = Annotated[
     Path | None,

@@ -215,11 +215,14 @@ def render(run_spec: RunSpec) -> str:
 
     Fields at their defaults are left out: the driver fills them in, and a runtime image older
     than a field (an App's image is the user's, pinned) still reads a run spec that leaves the
-    field unset, instead of refusing a key it does not know. The contract version is always
-    written: a driver must see the version it was given, not assume its own.
+    field unset, instead of refusing a key it does not know. That holds for the contract version
+    too while it is the first: runtime images from before the version existed refuse the key. A
+    later version is always written, so a driver of an older version refuses the run spec.
     """
     document = run_spec.model_dump(mode="json", exclude_defaults=True)
-    return pydantic_core.to_json({VERSION_KEY: run_spec.contract_version, **document}).decode()
+    if run_spec.contract_version != UNVERSIONED:
+        document = {VERSION_KEY: run_spec.contract_version, **document}
+    return pydantic_core.to_json(document).decode()
 
 
 def parse(text: str, *, source: str) -> RunSpec:

@@ -3,7 +3,9 @@
 Purely computational. One builder, `build_spark_conf`: the operator puts its result in the
 driver pod's Spark conf (reconcile.appobjects.sparkconfs, sent as wiring.SPARK_CONF_ENV), and
 `rillet run` (which has no operator) builds it in process (runtime.driver.driving); the driver never
-builds it again from a run spec the operator already built it for.
+builds it again from a run spec the operator already built it for. So a driver pod runs with the
+defaults of the operator's release, whatever its runtime image: a default a runtime needs in
+order to work (not only to run better) is a contract change (driverapi.runspecs.CONTRACT_VERSION).
 """
 
 from __future__ import annotations

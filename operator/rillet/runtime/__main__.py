@@ -1,7 +1,7 @@
 """The Spark driver's entry point in a pod: `python -m rillet.runtime RUN_SPEC.json`.
 
 The operator resolves the App and the Topics and Tables it names into a run spec
-(`rillet.reconcile.runspecs.RunSpec`), mounts it as JSON, and starts this module through
+(`rillet.driverapi.runspecs.RunSpec`), mounts it as JSON, and starts this module through
 spark-submit, which sets the master, the jars and the deploy settings; the App's own Spark conf
 comes from the run spec. Metrics are served on all interfaces for Prometheus to scrape. SIGTERM
 (a pod being deleted or rolled) stops the queries at a batch boundary; the exit code is 1 when a
