@@ -150,8 +150,14 @@ def wait_table(
     timeout: float,
     config: Mapping[str, Any] | None = None,
 ) -> None:
+    def exact() -> bool:
+        try:
+            return table_counts(bootstrap, topic_name, config=config) == dict(truth)
+        except LookupError:  # the operator has not created the Table's topic yet
+            return False
+
     wait_for(
-        lambda: table_counts(bootstrap, topic_name, config=config) == dict(truth),
+        exact,
         timeout=timeout,
         interval=5,
         what=f"Table {topic_name} to equal the ground truth ({sum(truth.values())} words)",
