@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from bench.apps import benches, manifests, observing, reports
 from rillet.kafka.lag import LagReader
-from rillet_devstack import installs
 
 GROWTH_PARTITIONS = (2, 3, 4, 5, 6)
 
@@ -40,25 +39,22 @@ def growth(b: benches.Bench, namespace: str, reader: LagReader) -> list[GrowthSt
     source, target, name = f"{b.run}-grow-in", f"{b.run}-grow-out", "grow"
     first = GROWTH_PARTITIONS[0]
     b.apply(
-        [
-            manifests.topic_manifest(source, namespace, first),
-            manifests.topic_manifest(target, namespace, first),
-            installs.copying_app(
-                name,
-                namespace,
-                b.image,
-                source=source,
-                target=target,
-                sleep_ms=GROWTH_SLEEP_MS,
-                executor_cpu=b.fitting_cpu(GROWTH_PARTITIONS[-1]),
-                scaling={
-                    "minExecutors": 1,
-                    "maxExecutors": GROWTH_PARTITIONS[-1],
-                    "executorCores": 1,
-                    "lagTarget": GROWTH_LAG_TARGET,
-                },
-            ),
-        ]
+        manifests.copying_pipeline(
+            name,
+            namespace,
+            b.image,
+            source=source,
+            target=target,
+            partitions=first,
+            sleep_ms=GROWTH_SLEEP_MS,
+            executor_cpu=b.fitting_cpu(GROWTH_PARTITIONS[-1]),
+            scaling={
+                "minExecutors": 1,
+                "maxExecutors": GROWTH_PARTITIONS[-1],
+                "executorCores": 1,
+                "lagTarget": GROWTH_LAG_TARGET,
+            },
+        )
     )
     benches.wait_for(
         lambda: source in b.admin.list_topics(timeout=10).topics,

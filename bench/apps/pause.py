@@ -57,7 +57,6 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.apps import benches, manifests, observing, reports
 from rillet.reconcile import naming
-from rillet_devstack import installs
 
 PAUSE_PARTITIONS = 4
 
@@ -250,26 +249,23 @@ def apply_app(
 ) -> None:
     """The App and its Topics, applied; its input there in Kafka."""
     b.apply(
-        [
-            manifests.topic_manifest(source, namespace, PAUSE_PARTITIONS),
-            manifests.topic_manifest(target, namespace, PAUSE_PARTITIONS),
-            installs.copying_app(
-                app,
-                namespace,
-                b.image,
-                source=source,
-                target=target,
-                sleep_ms=PAUSE_SLEEP_MS,
-                executor_cpu=executor_cpu,
-                scaling={
-                    "minExecutors": PAUSE_LOW,
-                    "maxExecutors": PAUSE_HIGH,
-                    "executorCores": 1,
-                    "lagTarget": PAUSE_LAG_TARGET,
-                    "stabilizationWindowSeconds": 0,
-                },
-            ),
-        ]
+        manifests.copying_pipeline(
+            app,
+            namespace,
+            b.image,
+            source=source,
+            target=target,
+            partitions=PAUSE_PARTITIONS,
+            sleep_ms=PAUSE_SLEEP_MS,
+            executor_cpu=executor_cpu,
+            scaling={
+                "minExecutors": PAUSE_LOW,
+                "maxExecutors": PAUSE_HIGH,
+                "executorCores": 1,
+                "lagTarget": PAUSE_LAG_TARGET,
+                "stabilizationWindowSeconds": 0,
+            },
+        )
     )
     benches.wait_for(
         lambda: source in b.admin.list_topics(timeout=10).topics,

@@ -41,20 +41,17 @@ def operated_way(b: benches.Bench, namespace: str, label: str, app: str, minimum
     """An App the operator runs, with its Topics."""
     source, target = f"{b.run}-{app}-in", f"{b.run}-{app}-out"
     b.apply(
-        [
-            manifests.topic_manifest(source, namespace, settings.CAP),
-            manifests.topic_manifest(target, namespace, settings.CAP),
-            installs.copying_app(
-                app,
-                namespace,
-                b.image,
-                source=source,
-                target=target,
-                sleep_ms=settings.SPIKE_SLEEP_MS,
-                executor_cpu=b.fitting_cpu(settings.CAP),
-                scaling=spike_scaling(minimum),
-            ),
-        ]
+        manifests.copying_pipeline(
+            app,
+            namespace,
+            b.image,
+            source=source,
+            target=target,
+            partitions=settings.CAP,
+            sleep_ms=settings.SPIKE_SLEEP_MS,
+            executor_cpu=b.fitting_cpu(settings.CAP),
+            scaling=spike_scaling(minimum),
+        )
     )
     return Way(label, namespace, app, source)
 
