@@ -159,7 +159,7 @@ def test_an_observation_keeps_the_scaling_loops_figures() -> None:
     assert (observation.executors_desired, observation.executors_cap) == (3, 3)
     assert observation.executors_ready == 2
     assert observation.inputs == (
-        appstatus.InputObservation(name="sentences", topic="sentences", partitions=3, lag=40),
+        appobservations.InputObservation(name="sentences", topic="sentences", partitions=3, lag=40),
     )
     app["spec"]["suspend"] = True
     suspended = appobserving.observe(
@@ -322,7 +322,7 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
     found = _wordcount()
     target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
     assert apptargets.observe_inputs(target, {}) == (
-        appstatus.InputObservation(name="sentences", topic="sentences"),
+        appobservations.InputObservation(name="sentences", topic="sentences"),
     )
     lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=1200)}
     inputs = apptargets.observe_inputs(target, lags)

@@ -30,7 +30,14 @@ import yaml
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
-from rillet.reconcile import appresolving, appstatus, kafkaaccess, manifests, runresolving
+from rillet.reconcile import (
+    appobservations,
+    appresolving,
+    appstatus,
+    kafkaaccess,
+    manifests,
+    runresolving,
+)
 from rillet.reconcile.appobjects import building, contexts
 from rillet.reconcile.kafkaaccess import Grant
 from rillet.runtime.queries import kafkalogin
@@ -264,11 +271,11 @@ def test_kafka_refusing_the_principal_is_access_denied_naming_it_and_the_topics(
 
 
 def _standing(**observed: Any) -> appstatus.Standing:
-    return appstatus.derive_standing(appstatus.AppObservation(generation=1, **observed))
+    return appstatus.derive_standing(appobservations.AppObservation(generation=1, **observed))
 
 
 def test_the_status_says_whether_kafka_refused_the_app_or_the_operator() -> None:
-    denied = appstatus.DriverObservation(
+    denied = appobservations.DriverObservation(
         phase="Running",
         restart_count=1,
         last_exit_code=1,

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rillet.driverapi import reports
-from rillet.reconcile import appobservations, appstatus
+from rillet.reconcile import appobservations
 from rillet.reconcile.appobservations import StreamInput
 
 SPEC: dict[str, Any] = {
@@ -223,7 +223,45 @@ def test_executors_no_node_fits_are_counted_with_the_schedulers_reason() -> None
         _unplaced("gone anyway", deletionTimestamp="2026-01-01T00:00:00Z"),
         {"metadata": {}, "status": {"phase": "Pending"}},  # not looked at yet
     ]
-    assert appobservations.unschedulable_executors(pods) == appstatus.UnschedulableExecutors(
+    assert appobservations.unschedulable_executors(pods) == appobservations.UnschedulableExecutors(
         2, "0/1 nodes are available: 1 Insufficient cpu."
     )
     assert appobservations.unschedulable_executors(pods[:1]) is None
+
+
+def _node(name: str, ready: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, **_ready(ready)}
+
+
+def test_nodes_whose_ready_condition_is_not_true_are_lost() -> None:
+    nodes = [_node("n1", "True"), _node("n2", "Unknown"), _node("n3", "False")]
+    assert appobservations.lost_nodes(nodes) == {"n2", "n3"}
+    # A node registering, with no Ready condition yet, is not lost: nothing ran there.
+    assert appobservations.lost_nodes([{"metadata": {"name": "new"}, "status": {}}]) == set()
+
+
+def _executor(node: str, phase: str = "Running", **metadata: Any) -> dict[str, Any]:
+    return {"metadata": metadata, "spec": {"nodeName": node}, "status": {"phase": phase}}
+
+
+def test_executors_are_counted_by_node_and_those_on_lost_nodes_as_lost() -> None:
+    pods = [
+        _executor("n1"),
+        _executor("n2"),
+        _executor("n1"),
+        _executor("n3"),
+        # Evicted from the lost node: Terminating until the node returns, still Running.
+        _executor("n3", deletionTimestamp="2026-01-01T00:00:00Z"),
+        _executor("n3", phase="Failed"),  # ended: nothing lost
+        _executor("n2", deletionTimestamp="2026-01-01T00:00:00Z"),  # scaled down: going
+    ]
+    lost = frozenset({"n3"})
+    assert appobservations.executors_by_node(pods, lost_nodes=lost) == (("n1", 2), ("n2", 1))
+    assert appobservations.count_running_executors(pods, lost_nodes=lost) == 3
+    assert appobservations.count_lost_executors(pods, lost_nodes=lost) == 2
+
+
+def test_a_driver_on_a_lost_node_is_seen_so() -> None:
+    pod = {**_pod(phase="Running"), "spec": {"nodeName": "n2"}}
+    assert appobservations.driver_observation(pod, lost_nodes=frozenset({"n2"})).node_lost
+    assert not appobservations.driver_observation(pod, lost_nodes=frozenset({"n1"})).node_lost

@@ -25,8 +25,8 @@ import pytest
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs, terminations
-from rillet.reconcile import appstatus, checkpointloss, statuses
-from rillet.reconcile.appstatus import AppObservation, DriverObservation, InputObservation
+from rillet.reconcile import appobservations, appstatus, checkpointloss, statuses
+from rillet.reconcile.appobservations import AppObservation, DriverObservation, InputObservation
 from rillet.runtime.pod import terminating
 
 NOW = datetime(2025, 3, 4, 5, 6, 7, tzinfo=UTC)
@@ -169,7 +169,9 @@ def _statuses(status: dict[str, Any]) -> tuple[str, ...]:
         (
             {
                 "executors_ready": 0,
-                "executors_unschedulable": appstatus.UnschedulableExecutors(3, "Insufficient cpu"),
+                "executors_unschedulable": appobservations.UnschedulableExecutors(
+                    3, "Insufficient cpu"
+                ),
             },
             "Running",
             ("False", "True", "False"),
@@ -350,7 +352,9 @@ def test_a_pending_driver_says_what_it_waits_for(driver: DriverObservation, mess
 
 
 def test_executors_no_node_fits_are_named_in_the_progress() -> None:
-    unplaced = appstatus.UnschedulableExecutors(1, "0/1 nodes are available: 1 Insufficient cpu.")
+    unplaced = appobservations.UnschedulableExecutors(
+        1, "0/1 nodes are available: 1 Insufficient cpu."
+    )
     observation = _observe(executors_unschedulable=unplaced)
 
     status = appstatus.app_status(observation, previous=None, now=NOW)
@@ -362,7 +366,9 @@ def test_executors_no_node_fits_are_named_in_the_progress() -> None:
 
 
 def test_executors_no_node_fits_make_the_app_not_ready_with_the_schedulers_reason() -> None:
-    unplaced = appstatus.UnschedulableExecutors(3, "0/1 nodes are available: 1 Insufficient cpu.")
+    unplaced = appobservations.UnschedulableExecutors(
+        3, "0/1 nodes are available: 1 Insufficient cpu."
+    )
     observation = _observe(executors_ready=0, executors_unschedulable=unplaced)
 
     status = appstatus.app_status(observation, previous=None, now=NOW)
@@ -500,3 +506,23 @@ def test_derived_status_is_a_valid_app_status(observation: AppObservation) -> No
     status = appstatus.app_status(observation, previous=None, now=NOW)
 
     assert apps.AppStatus.model_validate(status).to_wire() == status
+
+
+def test_a_driver_on_a_lost_node_stalls_the_app_and_says_how_it_comes_back() -> None:
+    lost = DriverObservation(phase="Running", ready=False, node_name="n2", node_lost=True)
+    status = appstatus.app_status(_observe(driver=lost), previous=None, now=NOW)
+    stalled = next(c for c in status["conditions"] if c["type"] == "Stalled")
+    assert (status["phase"], _statuses(status)) == ("Failed", ("False", "False", "True"))
+    assert stalled["reason"] == "DriverNodeLost"
+    assert "node n2 is not Ready" in stalled["message"]
+    assert "kubectl taint node n2 node.kubernetes.io/out-of-service" in stalled["message"]
+
+
+def test_executors_by_node_and_lost_ones_are_in_the_status_and_the_progress() -> None:
+    observation = _observe(executors_by_node=(("n1", 2),), executors_lost=1)
+    status = appstatus.app_status(observation, previous=None, now=NOW)
+    assert status["executors"]["nodes"] == [{"name": "n1", "running": 2}]
+    assert status["executors"]["lost"] == 1
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert "(1 lost with their node)" in ready["message"]
+    assert "lost" not in appstatus.app_status(_observe(), previous=None, now=NOW)["executors"]

@@ -17,6 +17,7 @@ This module does the I/O; the decisions are pure, in `rillet.reconcile`:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,7 +25,16 @@ from typing import Any
 
 from rillet.handlers import appaccess, indexes
 from rillet.k8s import applying
-from rillet.reconcile import appnotes, appobjects, appobserving, appresolving, notes
+from rillet.reconcile import (
+    appnotes,
+    appobjects,
+    appobservations,
+    appobserving,
+    appresolving,
+    notes,
+)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,16 @@ async def _observe_pods(
     kube: applying.AppKube, namespace: str, name: str
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     return await kube.driver_pod(namespace, name), await kube.executor_pods(namespace, name)
+
+
+async def lost_nodes(kube: applying.AppKube) -> frozenset[str]:
+    """The nodes not Ready; none known when the nodes cannot be read (an operator installed
+    without the chart's node-reading ClusterRole): the Apps' statuses then say less, no more."""
+    try:
+        return appobservations.lost_nodes(await kube.nodes())
+    except Exception as error:  # a status without node news beats no status
+        log.debug("reading nodes failed: %s", applying.describe(error))
+        return frozenset()
 
 
 async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
@@ -71,11 +91,13 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
     executor_pods: list[dict[str, Any]] = []
     if resolution.objects is not None:
         driver_pod, executor_pods = await _observe_pods(deps.kube, namespace, name)
+    lost = await lost_nodes(deps.kube) if driver_pod or executor_pods else frozenset()
     return appobserving.derive_report(
         body,
         resolution,
         driver_pod=driver_pod,
         executor_pods=executor_pods,
+        lost_nodes=lost,
         granted=granted,
         applied=applied,
         at=datetime.now(UTC),

@@ -5,9 +5,9 @@ on every object with a timer, and an App needs none (its objects go with it by o
 references). Every RILLET_APP_SCALE_SECONDS it takes the latest App bodies from kopf's index
 and, for the settled ones (status at the current generation, not being deleted, not suspended):
 - observes in one batch: the lag and partitions of every App's stream inputs (one Kafka round
-  trip for all Apps, in a worker thread: `kafka.lag`), and every App's driver and executor pods
+  trip for all Apps, in a worker thread: `kafka.lag`), every App's driver and executor pods
   (one list request; one per namespace with Apps when the operator holds Roles, not a
-  ClusterRole: `applying.app_pods_paths`);
+  ClusterRole: `applying.app_pods_paths`), and the nodes not Ready (pods there are lost);
 - decides each App's executor count (`reconcile.scaling.plan_executors`, with the App's
   recommendation history kept here, in memory, by uid), never above the cap the partitions set:
   a topic that grew raises the cap at the next pass;
@@ -111,9 +111,10 @@ class AppScaler:
         if not bodies:
             return
         targets = [apptargets.target_of(body, self._deps.views) for body in bodies]
-        lags, pods = await asyncio.gather(
+        lags, pods, lost = await asyncio.gather(
             self._observe_lag(targets),
             self._deps.kube.app_pods({t.key[0] for t in targets}),
+            appreconciling.lost_nodes(self._deps.kube),
             return_exceptions=True,
         )
         if isinstance(pods, BaseException):
@@ -121,8 +122,10 @@ class AppScaler:
             return  # without the pods, the status would say the drivers are gone
         lag_of = lags if isinstance(lags, dict) else {}
         grouped = apptargets.group_pods(pods)
+        lost_nodes = lost if isinstance(lost, frozenset) else frozenset()
         results = await asyncio.gather(
-            *(self._scale_one(t, lag_of, grouped) for t in targets), return_exceptions=True
+            *(self._scale_one(t, lag_of, grouped, lost_nodes) for t in targets),
+            return_exceptions=True,
         )
         for target, result in zip(targets, results, strict=True):
             if isinstance(result, BaseException):
@@ -145,6 +148,7 @@ class AppScaler:
         target: apptargets.Target,
         lags: Mapping[tuple[str, str], TopicLag],
         pods: Mapping[apptargets.PodKey, list[Mapping[str, Any]]],
+        lost_nodes: frozenset[str],
     ) -> None:
         uid = str(target.body["metadata"]["uid"])
         scaled = apptargets.derive_pass(
@@ -154,6 +158,7 @@ class AppScaler:
             history=self._history.get(uid, ()),
             now=self._clock(),
             at=datetime.now(UTC),
+            lost_nodes=lost_nodes,
         )
         self._history[uid] = scaled.history
         await self._write(target.body, scaled.report)

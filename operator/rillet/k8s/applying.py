@@ -251,6 +251,11 @@ class AppKube:
         found = await asyncio.to_thread(self._get, object_path("v1", "Pod", namespace), query)
         return list((found or {}).get("items") or [])
 
+    async def nodes(self) -> list[dict[str, Any]]:
+        """Every Node of the cluster (the operator reads their Ready condition)."""
+        found = await asyncio.to_thread(self._get, "/api/v1/nodes")
+        return list((found or {}).get("items") or [])
+
     async def app_pods(self, namespaces: Collection[str]) -> list[dict[str, Any]]:
         """Every driver and executor pod of the Apps in `namespaces` (maybe more)."""
         query = [("labelSelector", APP_PODS_SELECTOR)]

@@ -1,15 +1,26 @@
 """Pure: the Events an App's reconcile and scaling pass post, as `notes.Note`s.
 
 One per change, never one per pass: a new standing (a stalled App's new message too), what
-applying the objects did to the driver, a scaling decision that changes the executor count.
+applying the objects did to the driver, a scaling decision that changes the executor count,
+executors lost with their node.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from rillet.reconcile import appstatus, kafkaaccess, naming, notes, scaling, statuses
+from rillet.reconcile import (
+    appobservations,
+    appstatus,
+    kafkaaccess,
+    naming,
+    notes,
+    scaling,
+    statuses,
+)
+
+EXECUTORS_LOST: Final = "ExecutorsLost"
 
 
 class Applied(Protocol):
@@ -84,3 +95,18 @@ def granted_notes(user: str, changes: Sequence[str]) -> tuple[notes.Note, ...]:
         return ()
     message = f"Kafka principal {kafkaaccess.principal(user)}: {'; '.join(changes)}"
     return (notes.Note("Normal", "KafkaAccessGranted", message),)
+
+
+def lost_executors_note(
+    previous: Mapping[str, Any], observation: appobservations.AppObservation
+) -> tuple[notes.Note, ...]:
+    """A Warning when executors are lost with their node (none lost at the last pass)."""
+    before = (previous.get("executors") or {}).get("lost") or 0
+    lost = observation.executors_lost
+    if not lost or before:
+        return ()
+    message = (
+        f"{lost} executor(s) lost with their node (not Ready): Spark runs their tasks again on "
+        "the executors left and on new ones, within the cap"
+    )
+    return (notes.Note("Warning", EXECUTORS_LOST, message),)

@@ -9,21 +9,95 @@ indexes keep), so the scaling loop reads hundreds of Apps without building API m
   differ;
 - `known_parallelism`: the partitions the App's status last reported, which a new driver starts
   its executors within;
-- `driver_observation`, `count_running_executors`, `unschedulable_executors`: the driver pod
-  and the executor pods (the progress annotation the driver writes on its pod is read by
-  `driverapi.reports`).
+- `driver_observation`, `count_running_executors`, `executors_by_node`,
+  `unschedulable_executors`: the driver pod and the executor pods (the progress annotation the
+  driver writes on its pod is read by `driverapi.reports`);
+- `lost_nodes`, `count_lost_executors`: the nodes not Ready, and the executors lost with them.
+
+The observations themselves (`AppObservation` and its parts) are defined here too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from datetime import datetime
+from typing import Any, Final, Literal
 
 from rillet.api.v1alpha1 import conditions
 from rillet.reconcile import parallelisms
 from rillet.reconcile.appobjects import drivers
-from rillet.reconcile.appstatus import UNSCHEDULABLE, DriverObservation, UnschedulableExecutors
+
+# The PodScheduled condition's reason when no node fits the pod (its message says why).
+UNSCHEDULABLE: Final = "Unschedulable"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverObservation:
+    """The driver pod and its container, as last seen."""
+
+    phase: str  # the Pod's phase: Pending, Running, Succeeded, Failed or Unknown
+    ready: bool = False
+    restart_count: int = 0
+    waiting_reason: str | None = None  # e.g. CrashLoopBackOff, ImagePullBackOff
+    waiting_message: str | None = None
+    last_exit_code: int | None = None  # lastState.terminated (or state.terminated)
+    last_message: str | None = None  # its message: the log tail (FallbackToLogsOnError)
+    node_name: str | None = None  # the node the scheduler bound the pod to, once it did
+    node_lost: bool = False  # that node is not Ready: unreachable, or down
+
+
+@dataclass(frozen=True, kw_only=True)
+class InputObservation:
+    """One stream input: its topic, partitions and lag, where known."""
+
+    name: str
+    topic: str
+    partitions: int | None = None
+    lag: int | None = None
+
+
+@dataclass(frozen=True)
+class UnschedulableExecutors:
+    """Executor pods no node fits, and the scheduler's reason for one of them."""
+
+    count: int
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class AppObservation:
+    """Everything the status of one App is derived from."""
+
+    generation: int | None
+    suspend: bool = False
+    spec_problems: tuple[
+        str, ...
+    ] = ()  # e.g. runresolving.UnresolvedError problems other than missing
+    missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
+    unready_references: tuple[str, ...] = ()
+    copartitioning_problems: tuple[str, ...] = ()
+    # Why the App's Kafka principal is not provisioned: (KAFKA_UNAVAILABLE or
+    # KAFKA_ACCESS_NOT_GRANTED, message); the driver is not (re)started meanwhile.
+    access_problem: tuple[str, str] | None = None
+    driver: DriverObservation | None = None  # None: no driver pod (yet)
+    batch_error: str | None = None  # the driver's last batch failure, while it still runs
+    executors_desired: int | None = None
+    executors_ready: int | None = None
+    executors_unschedulable: UnschedulableExecutors | None = None
+    executors_cap: int | None = None  # 0 or None: unknown (parallelisms.derive_cap)
+    executors_cap_by: str | None = None  # parallelisms.INPUT_PARTITIONS or STATE_PARTITIONS
+    # Executors registered with the driver, as it reports them (None: not reported yet).
+    executors_registered: int | None = None
+    # Executor pods running, by node (sorted), and those on nodes lost (not Ready).
+    executors_by_node: tuple[tuple[str, int], ...] = ()
+    executors_lost: int = 0
+    state_partitions: int | None = None  # of its stateful queries, as its driver reported
+    inputs: tuple[InputObservation, ...] = ()
+    last_batch_time: datetime | None = None
+    rows_per_second: float | None = None
+
 
 ReferenceKind = Literal["Topic", "Table"]
 Reference = tuple[ReferenceKind, str]
@@ -185,8 +259,11 @@ def _unschedulable(pod: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def driver_observation(pod: Mapping[str, Any]) -> DriverObservation:
-    """The driver pod as appstatus reads it: phase, readiness, restarts, last words."""
+def driver_observation(
+    pod: Mapping[str, Any], *, lost_nodes: Collection[str] = frozenset()
+) -> DriverObservation:
+    """The driver pod as appstatus reads it: phase, readiness, restarts, last words, and
+    whether its node is among `lost_nodes`."""
     container = _container(pod)
     state = container.get("state") or {}
     waiting = state.get("waiting") or {}
@@ -205,7 +282,8 @@ def driver_observation(pod: Mapping[str, Any]) -> DriverObservation:
         waiting_message=message,
         last_exit_code=terminated.get("exitCode"),
         last_message=terminated.get("message"),
-        node_name=(pod.get("spec") or {}).get("nodeName"),
+        node_name=_node_of(pod),
+        node_lost=_node_of(pod) in lost_nodes,
     )
 
 
@@ -220,11 +298,52 @@ def unschedulable_executors(pods: Iterable[Mapping[str, Any]]) -> UnschedulableE
     return UnschedulableExecutors(len(messages), messages[0]) if messages else None
 
 
-def count_running_executors(pods: Iterable[Mapping[str, Any]]) -> int:
-    """Executor pods Running and not being deleted."""
+def _node_of(pod: Mapping[str, Any]) -> str | None:
+    node = (pod.get("spec") or {}).get("nodeName")
+    return str(node) if node else None
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not (
+        pod.get("metadata") or {}
+    ).get("deletionTimestamp")
+
+
+def count_running_executors(
+    pods: Iterable[Mapping[str, Any]], *, lost_nodes: Collection[str] = frozenset()
+) -> int:
+    """Executor pods Running, not being deleted, and not on a node lost."""
+    return sum(1 for pod in pods if _running(pod) and _node_of(pod) not in lost_nodes)
+
+
+def executors_by_node(
+    pods: Iterable[Mapping[str, Any]], *, lost_nodes: Collection[str] = frozenset()
+) -> tuple[tuple[str, int], ...]:
+    """How many executor pods run on each node (those `count_running_executors` counts)."""
+    nodes = Counter(
+        _node_of(pod) for pod in pods if _running(pod) and _node_of(pod) not in lost_nodes
+    )
+    return tuple(sorted((node, count) for node, count in nodes.items() if node))
+
+
+def count_lost_executors(pods: Iterable[Mapping[str, Any]], *, lost_nodes: Collection[str]) -> int:
+    """Executor pods on a node lost that have not ended: Spark has lost them, and Kubernetes
+    keeps them (Terminating, once evicted) until that node returns or is known to be down."""
+    ended = ("Succeeded", "Failed")
     return sum(
         1
         for pod in pods
-        if (pod.get("status") or {}).get("phase") == "Running"
-        and not (pod.get("metadata") or {}).get("deletionTimestamp")
+        if _node_of(pod) in lost_nodes and (pod.get("status") or {}).get("phase") not in ended
     )
+
+
+def lost_nodes(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The nodes whose Ready condition is not True: their kubelet stopped reporting (Unknown:
+    down, or cut off, which the control plane cannot tell apart) or reports them unfit (False)."""
+    lost = set()
+    for node in nodes:
+        found = (node.get("status") or {}).get("conditions") or ()
+        ready = [c for c in found if c.get("type") == "Ready"]
+        if ready and ready[0].get("status") != "True":
+            lost.add(str((node.get("metadata") or {}).get("name")))
+    return frozenset(lost)

@@ -18,11 +18,11 @@ from rillet.reconcile import appnotes, appobservations, appresolving, appstatus,
 
 def _carried_inputs(
     previous: Mapping[str, Any], spec: Mapping[str, Any]
-) -> tuple[appstatus.InputObservation, ...]:
+) -> tuple[appobservations.InputObservation, ...]:
     """The scaling loop's last view of the inputs, for those still in the spec."""
     names = {str(i.get("name")) for i in spec.get("inputs") or ()}
     return tuple(
-        appstatus.InputObservation(
+        appobservations.InputObservation(
             name=str(i["name"]),
             topic=str(i["topic"]),
             partitions=i.get("partitions"),
@@ -39,13 +39,15 @@ def observe(
     *,
     driver_pod: Mapping[str, Any] | None,
     executor_pods: list[dict[str, Any]],
-) -> appstatus.AppObservation:
-    """The observation of an App after a reconcile (scaling figures kept from its status)."""
+    lost_nodes: frozenset[str] = frozenset(),
+) -> appobservations.AppObservation:
+    """The observation of an App after a reconcile (scaling figures kept from its status).
+    `lost_nodes`: the nodes not Ready."""
     spec, previous = body.get("spec") or {}, body.get("status") or {}
     progress = reports.read_progress(driver_pod)
     executors = previous.get("executors") or {}
     suspended = bool(spec.get("suspend"))
-    return appstatus.AppObservation(
+    return appobservations.AppObservation(
         generation=body["metadata"].get("generation"),
         suspend=suspended,
         spec_problems=resolution.spec_problems,
@@ -53,9 +55,15 @@ def observe(
         unready_references=resolution.references.unready,
         copartitioning_problems=resolution.copartitioning,
         access_problem=resolution.access_problem,
-        driver=appobservations.driver_observation(driver_pod) if driver_pod else None,
+        driver=appobservations.driver_observation(driver_pod, lost_nodes=lost_nodes)
+        if driver_pod
+        else None,
         executors_desired=None if suspended else executors.get("desired"),
-        executors_ready=appobservations.count_running_executors(executor_pods),
+        executors_ready=appobservations.count_running_executors(
+            executor_pods, lost_nodes=lost_nodes
+        ),
+        executors_by_node=appobservations.executors_by_node(executor_pods, lost_nodes=lost_nodes),
+        executors_lost=appobservations.count_lost_executors(executor_pods, lost_nodes=lost_nodes),
         executors_unschedulable=appobservations.unschedulable_executors(executor_pods),
         executors_cap=None if suspended else executors.get("cap"),
         executors_cap_by=None if suspended else executors.get("capBy"),
@@ -73,13 +81,20 @@ def derive_report(
     *,
     driver_pod: Mapping[str, Any] | None,
     executor_pods: list[dict[str, Any]],
+    lost_nodes: frozenset[str] = frozenset(),
     granted: tuple[notes.Note, ...] = (),
     applied: appnotes.Applied | None = None,
     at: datetime,
 ) -> notes.Report:
     """What a reconcile concluded: the App's status patch, and its Events (what provisioning
     its Kafka principal changed, `granted`; what applying did; a new standing)."""
-    observation = observe(body, resolution, driver_pod=driver_pod, executor_pods=executor_pods)
+    observation = observe(
+        body,
+        resolution,
+        driver_pod=driver_pod,
+        executor_pods=executor_pods,
+        lost_nodes=lost_nodes,
+    )
     previous = body.get("status") or {}
     status = appstatus.app_status(observation, previous=previous, now=at)
     name = str(body["metadata"]["name"])
@@ -87,5 +102,6 @@ def derive_report(
         granted
         + appnotes.applied_notes(name, applied)
         + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
+        + appnotes.lost_executors_note(previous, observation)
     )
     return notes.Report(statuses.merge_patch(previous, status), posted)

@@ -11,6 +11,8 @@ Where an App stands, first match wins:
 - inputs not co-partitioned: Failed, Stalled (TopicsNotCoPartitioned);
 - the App's own Kafka principal not provisioned: Pending, Reconciling (KafkaUnavailable) while
   Kafka cannot be reached, Failed, Stalled (KafkaAccessNotGranted) when it refused the operator;
+- the driver's node lost (not Ready): Failed, Stalled (DriverNodeLost, saying what lets a
+  second driver start: the node back, or tainted out-of-service; docs/running-on-a-cluster.md);
 - the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
 - the driver refusing to start over a lost Table checkpoint: Failed, Stalled (CheckpointLost,
   with the choices it names), from its first exit on; likewise Kafka refusing the App's
@@ -37,7 +39,7 @@ from typing import Any, Final
 
 from rillet.api.v1alpha1 import apps, conditions
 from rillet.driverapi import runspecs, terminations
-from rillet.reconcile import checkpointloss, parallelisms, statuses
+from rillet.reconcile import appobservations, checkpointloss, parallelisms, statuses
 
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
 TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
@@ -48,6 +50,7 @@ CHECKPOINT_LOST: Final = "CheckpointLost"
 # How the driver's termination message starts when it refused to start (`Type: message`).
 CHECKPOINT_LOST_ERROR: Final = f"{checkpointloss.CheckpointLostError.__qualname__}: "
 DRIVER_IMAGE_UNAVAILABLE: Final = "DriverImageUnavailable"
+DRIVER_NODE_LOST: Final = "DriverNodeLost"
 BATCHES_FAILING: Final = "BatchesFailing"
 # The driver runs but no executor is registered with it: client-mode Spark runs no task on the
 # driver, so such an App processes nothing (Ready False). Unschedulable when the scheduler said
@@ -69,72 +72,8 @@ CONTRACT_MISMATCH_ERROR: Final = f"{runspecs.ContractMismatchError.__qualname__}
 RUNNING: Final = "Running"
 SUSPENDED: Final = "Suspended"
 
-# The PodScheduled condition's reason when no node fits the pod (its message says why).
-UNSCHEDULABLE: Final = "Unschedulable"
 # Container waiting reasons that need a new image (or registry access) from the user.
 IMAGE_PROBLEMS: Final = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
-
-
-@dataclass(frozen=True, kw_only=True)
-class DriverObservation:
-    """The driver pod and its container, as last seen."""
-
-    phase: str  # the Pod's phase: Pending, Running, Succeeded, Failed or Unknown
-    ready: bool = False
-    restart_count: int = 0
-    waiting_reason: str | None = None  # e.g. CrashLoopBackOff, ImagePullBackOff
-    waiting_message: str | None = None
-    last_exit_code: int | None = None  # lastState.terminated (or state.terminated)
-    last_message: str | None = None  # its message: the log tail (FallbackToLogsOnError)
-    node_name: str | None = None  # the node the scheduler bound the pod to, once it did
-
-
-@dataclass(frozen=True, kw_only=True)
-class InputObservation:
-    """One stream input: its topic, partitions and lag, where known."""
-
-    name: str
-    topic: str
-    partitions: int | None = None
-    lag: int | None = None
-
-
-@dataclass(frozen=True)
-class UnschedulableExecutors:
-    """Executor pods no node fits, and the scheduler's reason for one of them."""
-
-    count: int
-    message: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class AppObservation:
-    """Everything the status of one App is derived from."""
-
-    generation: int | None
-    suspend: bool = False
-    spec_problems: tuple[
-        str, ...
-    ] = ()  # e.g. runresolving.UnresolvedError problems other than missing
-    missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
-    unready_references: tuple[str, ...] = ()
-    copartitioning_problems: tuple[str, ...] = ()
-    # Why the App's Kafka principal is not provisioned: (KAFKA_UNAVAILABLE or
-    # KAFKA_ACCESS_NOT_GRANTED, message); the driver is not (re)started meanwhile.
-    access_problem: tuple[str, str] | None = None
-    driver: DriverObservation | None = None  # None: no driver pod (yet)
-    batch_error: str | None = None  # the driver's last batch failure, while it still runs
-    executors_desired: int | None = None
-    executors_ready: int | None = None
-    executors_unschedulable: UnschedulableExecutors | None = None
-    executors_cap: int | None = None  # 0 or None: unknown (parallelisms.derive_cap)
-    executors_cap_by: str | None = None  # parallelisms.INPUT_PARTITIONS or STATE_PARTITIONS
-    # Executors registered with the driver, as it reports them (None: not reported yet).
-    executors_registered: int | None = None
-    state_partitions: int | None = None  # of its stateful queries, as its driver reported
-    inputs: tuple[InputObservation, ...] = ()
-    last_batch_time: datetime | None = None
-    rows_per_second: float | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +88,7 @@ def _phrase(items: Iterable[str], suffix: str) -> list[str]:
     return [f"{item} {suffix}" for item in items]
 
 
-def _waiting(observation: AppObservation) -> Standing | None:
+def _waiting(observation: appobservations.AppObservation) -> Standing | None:
     missing = _phrase(observation.missing_references, "not found")
     unready = _phrase(observation.unready_references, "not Ready")
     if not missing and not unready:
@@ -158,7 +97,7 @@ def _waiting(observation: AppObservation) -> Standing | None:
     return Standing("Pending", statuses.Verdict("progressing", WAITING_FOR_TOPICS, message))
 
 
-def _spec_standing(observation: AppObservation) -> Standing | None:
+def _spec_standing(observation: appobservations.AppObservation) -> Standing | None:
     if observation.spec_problems:
         message = "; ".join(observation.spec_problems)
         return Standing("Failed", statuses.Verdict("stalled", INVALID_SPEC, message))
@@ -176,7 +115,7 @@ def _spec_standing(observation: AppObservation) -> Standing | None:
     return None
 
 
-def _crash_message(driver: DriverObservation) -> str:
+def _crash_message(driver: appobservations.DriverObservation) -> str:
     line = terminations.error_line(driver.last_message)
     code = f" (exit code {driver.last_exit_code})" if driver.last_exit_code is not None else ""
     if line is None:
@@ -192,11 +131,14 @@ _REFUSALS: Final = (
 )
 
 
-def _driver_standing(driver: DriverObservation | None) -> Standing | None:
+def _driver_standing(driver: appobservations.DriverObservation | None) -> Standing | None:
     """Where the driver pod stands, or None when it runs and is ready."""
     if driver is None:
         message = "waiting for the driver pod to be created"
         return Standing("Pending", statuses.Verdict("progressing", DRIVER_STARTING, message))
+    if driver.node_lost:
+        verdict = statuses.Verdict("stalled", DRIVER_NODE_LOST, _node_lost(driver.node_name))
+        return Standing("Failed", verdict)
     if driver.waiting_reason in IMAGE_PROBLEMS:
         message = (
             f"{driver.waiting_reason}: {driver.waiting_message or 'the image cannot be pulled'}"
@@ -215,10 +157,23 @@ def _driver_standing(driver: DriverObservation | None) -> Standing | None:
     return Standing("Pending", statuses.Verdict("progressing", DRIVER_STARTING, _starting(driver)))
 
 
-def _starting(driver: DriverObservation) -> str:
+def _node_lost(node: str | None) -> str:
+    # A partition looks like a crash from here, so Kubernetes starts no second driver while the
+    # first may still run (and write the checkpoint): only who knows the node is off may say so.
+    return (
+        f"the driver's node {node} is not Ready: Kubernetes starts no second driver while the "
+        "first may still run. The driver resumes when the node returns; if the node is off, "
+        f"taint it: kubectl taint node {node} "
+        "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
+    )
+
+
+def _starting(driver: appobservations.DriverObservation) -> str:
     if driver.restart_count and driver.last_message:
         return f"the driver is restarting after: {_crash_message(driver)}"
-    if driver.waiting_reason == UNSCHEDULABLE:  # e.g. too little CPU, a taint: the user acts
+    if (
+        driver.waiting_reason == appobservations.UNSCHEDULABLE
+    ):  # e.g. too little CPU, a taint: the user acts
         said = f": {driver.waiting_message}" if driver.waiting_message else ""
         return f"the driver pod cannot be scheduled yet{said}"
     if driver.phase == "Pending" and driver.waiting_reason is None:
@@ -231,7 +186,7 @@ def _starting(driver: DriverObservation) -> str:
     return f"the driver is starting ({detail})"
 
 
-def _running(observation: AppObservation) -> Standing:
+def _running(observation: appobservations.AppObservation) -> Standing:
     if observation.batch_error:
         verdict = statuses.Verdict("progressing", BATCHES_FAILING, observation.batch_error)
         return Standing("Running", verdict)
@@ -244,7 +199,7 @@ def _running(observation: AppObservation) -> Standing:
     return Standing("Running", statuses.Verdict("ready", RUNNING, _progress(observation)))
 
 
-def registered_executors(observation: AppObservation) -> int:
+def registered_executors(observation: appobservations.AppObservation) -> int:
     """Executors registered with the driver, as it reports them; until its first report, the
     executor pods running."""
     if observation.executors_registered is not None:
@@ -252,7 +207,7 @@ def registered_executors(observation: AppObservation) -> int:
     return observation.executors_ready or 0
 
 
-def _processes_nothing(observation: AppObservation) -> bool:
+def _processes_nothing(observation: appobservations.AppObservation) -> bool:
     """No executor to run a task, while there is work: records to read, or executors wanted."""
     if registered_executors(observation) > 0:
         return False
@@ -260,13 +215,15 @@ def _processes_nothing(observation: AppObservation) -> bool:
     return not idle
 
 
-def _progress(observation: AppObservation) -> str:
+def _progress(observation: appobservations.AppObservation) -> str:
     parts = ["the driver is running"]
     if observation.executors_ready is not None:
         desired = observation.executors_desired
         ready = f"{registered_executors(observation)}/{desired} executors ready"
         if unplaced := observation.executors_unschedulable:
             ready += f" ({unplaced.count} cannot be scheduled: {unplaced.message})"
+        if observation.executors_lost:
+            ready += f" ({observation.executors_lost} lost with their node)"
         parts.append(ready)
     lag = total_lag(observation.inputs)
     if lag is not None:
@@ -274,7 +231,7 @@ def _progress(observation: AppObservation) -> str:
     return ", ".join(parts)
 
 
-def derive_standing(observation: AppObservation) -> Standing:
+def derive_standing(observation: appobservations.AppObservation) -> Standing:
     """Where the App stands (see the module docstring for the order)."""
     if observation.suspend:
         message = "spec.suspend is true: the driver and executors are stopped"
@@ -305,12 +262,12 @@ def derive_conditions(
     return [c for c in derived if c["type"] != conditions.READY]
 
 
-def total_partitions(inputs: Iterable[InputObservation]) -> int | None:
+def total_partitions(inputs: Iterable[appobservations.InputObservation]) -> int | None:
     """The partitions of all inputs; None while any is unknown."""
     return parallelisms.total_partitions(i.partitions for i in inputs)
 
 
-def total_lag(inputs: Iterable[InputObservation]) -> int | None:
+def total_lag(inputs: Iterable[appobservations.InputObservation]) -> int | None:
     """The lag over the inputs whose lag is known; None when none is."""
     lags = [i.lag for i in inputs if i.lag is not None]
     return sum(lags) if lags else None
@@ -325,19 +282,21 @@ def _without_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in values.items() if value is not None}
 
 
-def _executors(observation: AppObservation) -> dict[str, Any] | None:
+def _executors(observation: appobservations.AppObservation) -> dict[str, Any] | None:
     executors = _without_none(
         {
             "desired": observation.executors_desired,
             "ready": observation.executors_ready,
             "cap": observation.executors_cap or None,
             "capBy": observation.executors_cap_by if observation.executors_cap else None,
+            "lost": observation.executors_lost or None,
+            "nodes": [{"name": n, "running": c} for n, c in observation.executors_by_node] or None,
         }
     )
     return executors or None
 
 
-def _inputs(observation: AppObservation) -> list[dict[str, Any]] | None:
+def _inputs(observation: appobservations.AppObservation) -> list[dict[str, Any]] | None:
     listed = [
         _without_none({"name": i.name, "topic": i.topic, "partitions": i.partitions, "lag": i.lag})
         for i in observation.inputs
@@ -346,7 +305,7 @@ def _inputs(observation: AppObservation) -> list[dict[str, Any]] | None:
 
 
 def app_status(
-    observation: AppObservation,
+    observation: appobservations.AppObservation,
     *,
     previous: Mapping[str, Any] | None,
     now: datetime,

@@ -125,11 +125,11 @@ def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[s
 
 def observe_inputs(
     target: Target, lags: Mapping[tuple[str, str], Lag]
-) -> tuple[appstatus.InputObservation, ...]:
+) -> tuple[appobservations.InputObservation, ...]:
     """The App's stream inputs with their partitions and lag (unknown where Kafka said none)."""
     found = [(i, lags.get((target.group, i.topic))) for i in target.inputs]
     return tuple(
-        appstatus.InputObservation(
+        appobservations.InputObservation(
             name=i.name,
             topic=i.topic,
             partitions=o.partitions if o is not None else None,
@@ -150,7 +150,7 @@ def driver_pod(
 
 def parallelism_of(
     target: Target,
-    inputs: tuple[appstatus.InputObservation, ...],
+    inputs: tuple[appobservations.InputObservation, ...],
     driver: Mapping[str, Any] | None,
 ) -> parallelisms.Parallelism:
     """What the App's stages run at once: the input partitions Kafka reports, else those last
@@ -168,21 +168,27 @@ def parallelism_of(
 
 def observe(
     target: Target,
-    inputs: tuple[appstatus.InputObservation, ...],
+    inputs: tuple[appobservations.InputObservation, ...],
     decision: scaling.ScalingDecision,
     pods: Mapping[PodKey, list[Mapping[str, Any]]],
     parallelism: parallelisms.Parallelism | None = None,
-) -> appstatus.AppObservation:
-    """What the scaling pass saw of one App, and what it decided."""
+    *,
+    lost_nodes: frozenset[str] = frozenset(),
+) -> appobservations.AppObservation:
+    """What the scaling pass saw of one App, and what it decided. `lost_nodes`: the nodes not
+    Ready (`appobservations.lost_nodes`)."""
     namespace, name = target.key
     driver = driver_pod(target, pods)
     executors = pods.get((namespace, name, "executor"), [])
     progress = reports.read_progress(driver)
-    return appstatus.AppObservation(
+    lost = lost_nodes
+    return appobservations.AppObservation(
         generation=target.body["metadata"].get("generation"),
-        driver=appobservations.driver_observation(driver) if driver else None,
+        driver=appobservations.driver_observation(driver, lost_nodes=lost) if driver else None,
         executors_desired=decision.desired,
-        executors_ready=appobservations.count_running_executors(executors),
+        executors_ready=appobservations.count_running_executors(executors, lost_nodes=lost),
+        executors_by_node=appobservations.executors_by_node(executors, lost_nodes=lost),
+        executors_lost=appobservations.count_lost_executors(executors, lost_nodes=lost),
         executors_unschedulable=appobservations.unschedulable_executors(executors),
         executors_cap=decision.cap,
         executors_cap_by=decision.cap_by,
@@ -210,9 +216,11 @@ def derive_pass(
     history: tuple[scaling.Recommendation, ...],
     now: float,
     at: datetime,
+    lost_nodes: frozenset[str] = frozenset(),
 ) -> Pass:
     """One App's pass: its inputs and pods observed, its executors decided, its status and
-    Events derived. `now`: the scaling decision's monotonic clock; `at`: the status's time."""
+    Events derived. `now`: the scaling decision's monotonic clock; `at`: the status's time;
+    `lost_nodes`: the nodes not Ready."""
     body = target.body
     previous = body.get("status") or {}
     inputs = observe_inputs(target, lags)
@@ -226,9 +234,11 @@ def derive_pass(
         current=before,
         now=now,
     )
-    observation = observe(target, inputs, decision, pods, parallelism)
+    observation = observe(target, inputs, decision, pods, parallelism, lost_nodes=lost_nodes)
     status = appstatus.app_status(observation, previous=previous, now=at)
-    posted = appnotes.scale_note(before, decision) + appnotes.standing_notes(
-        previous, appstatus.derive_standing(observation)
+    posted = (
+        appnotes.scale_note(before, decision)
+        + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
+        + appnotes.lost_executors_note(previous, observation)
     )
     return Pass(notes.Report(statuses.merge_patch(previous, status), posted), decision.history)

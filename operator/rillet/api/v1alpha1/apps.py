@@ -213,6 +213,13 @@ class AppSpec(objects.WireModel):
     )
 
 
+class ExecutorsOnNode(objects.WireModel):
+    """How many of the App's executors run on one node."""
+
+    name: str = Field(description="The node's name.")
+    running: fields.Count32 = Field(description="Executor pods running there.")
+
+
 class Executors(objects.WireModel):
     """Executor counts of the running App."""
 
@@ -233,6 +240,16 @@ class Executors(objects.WireModel):
         default=None,
         description="What sets the cap: InputPartitions or StatePartitions (the stage after a "
         "stateful query's shuffle, whose partitions its checkpoint keeps).",
+    )
+    lost: fields.Count32 | None = Field(
+        default=None,
+        description="Executor pods on nodes that are not Ready (down, or cut off): Spark has "
+        "lost them and runs their work on new executors, within the cap. Absent when none.",
+    )
+    nodes: list[ExecutorsOnNode] | None = Field(
+        default=None,
+        description="The running executors by node (those of `ready`), by node name.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
 
 
