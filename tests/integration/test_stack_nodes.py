@@ -116,7 +116,8 @@ def two_nodes(stack: devstack.StackState, runtime_image: str) -> devstack.StackS
 
 
 def _node(kube: Kube, name: str) -> dict[str, Any]:
-    return json.loads(kube.kubectl("get", "node", name, "-o", "json").stdout)
+    found: dict[str, Any] = json.loads(kube.kubectl("get", "node", name, "-o", "json").stdout)
+    return found
 
 
 def _ready(found: dict[str, Any]) -> str:
