@@ -32,6 +32,9 @@ from tests import hostsnapshot
 from .polling import wait_for
 
 RILLET = [sys.executable, "-m", "rillet.cli"]
+# Image builds (this machine's other sessions', too) mount their layers here while they run:
+# not the stack's (tests/hostsnapshot.py still sees them, and waits for them to go).
+BUILDAH_STORE = "/var/lib/containers/storage/"
 
 
 def _lines(*command: str) -> list[str]:
@@ -46,7 +49,11 @@ def read_host() -> dict[str, list[str]]:
         "routes": _lines("ip", "route"),
         "netns": _lines("ip", "netns", "list"),
         "rules": list(hostsnapshot.read_rules()),
-        "mounts": sorted(hostsnapshot.parse_mountinfo(Path("/proc/self/mountinfo").read_text())),
+        "mounts": sorted(
+            mount
+            for mount in hostsnapshot.parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+            if not mount.startswith(BUILDAH_STORE)
+        ),
         "cgroups": sorted(glob.glob("/sys/fs/cgroup/*/rillet-node*")),
         "fixed paths": [str(path) for path in node.FIXED_PATHS if path.exists()],
     }
