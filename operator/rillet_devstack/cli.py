@@ -199,16 +199,23 @@ def dev_down() -> None:
     console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
 
 
+def _running_stack() -> StackState:
+    from rillet_devstack import stack
+
+    state = stack.running()
+    if state is None:
+        raise _fail("no stack is running: start one with `rillet dev up`")
+    return state
+
+
 @node_app.command("stop")
 def dev_node_stop(
     name: Annotated[str, typer.Argument(help="rillet-node-2 or rillet-node-3")],
 ) -> None:
     """Stop an extra node as a crash would: every process in its cgroup SIGKILLed at once."""
-    from rillet_devstack import nodegrowing, stack
+    from rillet_devstack import nodegrowing
 
-    state = stack.running()
-    if state is None:
-        raise _fail("no stack is running: start one with `rillet dev up`")
+    state = _running_stack()
     try:
         killed = nodegrowing.stop(state, name)
     except nodegrowing.UnknownNodeError as error:
@@ -221,12 +228,10 @@ def dev_node_start(
     name: Annotated[str, typer.Argument(help="rillet-node-2 or rillet-node-3")],
 ) -> None:
     """Start a stopped extra node again, with the state it had; returns once it is Ready."""
-    from rillet_devstack import nodegrowing, stack
+    from rillet_devstack import nodegrowing
     from rillet_devstack.processes import ComponentFailedError
 
-    state = stack.running()
-    if state is None:
-        raise _fail("no stack is running: start one with `rillet dev up`")
+    state = _running_stack()
     try:
         nodegrowing.start(state, name, report=_timed_step)
     except (nodegrowing.UnknownNodeError, ComponentFailedError) as error:

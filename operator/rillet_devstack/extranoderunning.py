@@ -119,17 +119,12 @@ def start(
         log=logs_of(layout) / "anchor.log",
     )
 
-    def serving() -> bool:
-        return (
-            subprocess.run(
-                ["ctr", "-a", str(layout.containerd_socket), "version"],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-
-    processes.wait_ready(anchor, serving, timeout=60, what="containerd serving")
+    processes.wait_ready(
+        anchor,
+        lambda: noderunning.containerd_answers(layout),
+        timeout=60,
+        what="containerd serving",
+    )
     return anchor
 
 

@@ -66,18 +66,14 @@ def start_containerd(layout: node.NodeLayout, *, sandbox_image: str, logs: Path)
         "containerd", ["containerd", "--config", config], log=logs / "containerd.log"
     )
 
-    def serving() -> bool:
-        return (
-            subprocess.run(
-                ["ctr", "-a", str(layout.containerd_socket), "version"],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-
-    processes.wait_ready(record, serving, timeout=60, what="serving")
+    processes.wait_ready(record, lambda: containerd_answers(layout), timeout=60, what="serving")
     return record
+
+
+def containerd_answers(layout: node.NodeLayout) -> bool:
+    """Whether the node's containerd serves on its socket."""
+    version = ["ctr", "-a", str(layout.containerd_socket), "version"]
+    return subprocess.run(version, capture_output=True, timeout=10).returncode == 0
 
 
 def release_image_store(layout: node.NodeLayout) -> bool:
