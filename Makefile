@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration test-repeat stack down crds clean
+.PHONY: setup demo test lint unit integration test-repeat test-stack-down stack down crds clean
 
 # Two xdist workers: most integration tests wait on Kafka, the API server or pods, so a second
 # worker uses the CPU the first leaves idle. The tests that run pods on the node form one group,
@@ -51,6 +51,13 @@ integration: setup
 test-repeat: stack
 	$(BIN)/pytest -m integration $(PARALLEL)
 	$(BIN)/pytest -m integration $(PARALLEL)
+
+# That `rillet dev down` leaves nothing of a stack with two nodes on the host: a stack of its own,
+# started and stopped by the test, so never inside `make test` (it would stop the shared stack
+# under the other tests). It stops a running stack first.
+test-stack-down: setup
+	$(BIN)/rillet dev down
+	$(BIN)/pytest -p no:randomly tests/integration/check_stack_down.py
 
 test: lint
 	$(BIN)/pytest $(PARALLEL)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from rillet_devstack.stack import StackState
 
 app = typer.Typer(help="The local stack: Kubernetes control plane, Kafka, Spark connector.")
+node_app = typer.Typer(help="Stop (as a crash would) and start the stack's extra nodes.")
+app.add_typer(node_app, name="node")
 console = Console(stderr=True)
 
 
@@ -72,6 +74,15 @@ def dev_up(
             "ACLs enforced); `rillet dev env` then prints the admin's credentials."
         ),
     ] = "none",
+    nodes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=3,
+            help="Worker nodes (rillet-node, rillet-node-2, rillet-node-3): a running stack "
+            "gets the missing ones and keeps any more it has.",
+        ),
+    ] = 1,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet_devstack import stack, starting
@@ -87,6 +98,7 @@ def dev_up(
             brokers=brokers,
             with_node=node,
             secured=kafka_security == "sasl-ssl",
+            nodes=nodes,
             report=_timed_step,
         )
     except (MissingToolError, starting.NodeUnavailableError, PackagesUnavailableError) as error:
@@ -129,9 +141,13 @@ def dev_status() -> None:
         healthy &= alive
         mark = "[green]running[/green]" if alive else "[red]stopped[/red]"
         console.print(f"{name:<26} pid {pid:<8} {mark}")
+    for extra in state.extra_nodes:
+        anchor = str(extra.anchor.pid) if extra.anchor else "-"
+        mark = "[green]running[/green]" if extra.running else "[red]stopped[/red]"
+        console.print(f"{extra.name + ' (node)':<26} pid {anchor:<8} {mark}")
     console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
     if state.node is not None and healthy:
-        for line in stack.describe_node(state):
+        for line in stack.describe_nodes(state):
             console.print(line, highlight=False)
     raise typer.Exit(code=0 if healthy else 1)
 
@@ -181,3 +197,42 @@ def dev_down() -> None:
 
     stopped = stopping.down()
     console.print(f"stopped: {', '.join(stopped) if stopped else 'nothing was running'}")
+
+
+def _running_stack() -> StackState:
+    from rillet_devstack import stack
+
+    state = stack.running()
+    if state is None:
+        raise _fail("no stack is running: start one with `rillet dev up`")
+    return state
+
+
+@node_app.command("stop")
+def dev_node_stop(
+    name: Annotated[str, typer.Argument(help="rillet-node-2 or rillet-node-3")],
+) -> None:
+    """Stop an extra node as a crash would: every process in its cgroup SIGKILLed at once."""
+    from rillet_devstack import nodegrowing
+
+    state = _running_stack()
+    try:
+        killed = nodegrowing.stop(state, name)
+    except nodegrowing.UnknownNodeError as error:
+        raise _fail(str(error)) from None
+    console.print(f"{name} stopped: {len(killed)} processes killed")
+
+
+@node_app.command("start")
+def dev_node_start(
+    name: Annotated[str, typer.Argument(help="rillet-node-2 or rillet-node-3")],
+) -> None:
+    """Start a stopped extra node again, with the state it had; returns once it is Ready."""
+    from rillet_devstack import nodegrowing
+    from rillet_devstack.processes import ComponentFailedError
+
+    state = _running_stack()
+    try:
+        nodegrowing.start(state, name, report=_timed_step)
+    except (nodegrowing.UnknownNodeError, ComponentFailedError) as error:
+        raise _fail(str(error)) from None

@@ -25,6 +25,8 @@ import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+import yaml
+
 from rillet_devstack import debootstrapping, imagestore, reporting, versions
 from rillet_devstack.commands import run_logged
 
@@ -290,3 +292,22 @@ def build_project_images(
     The base image is built first if missing. An image whose inputs are unchanged is not rebuilt.
     """
     return {name: build_project_image(repo_root, name, report=report) for name in PROJECT_IMAGES}
+
+
+# --- The names users' manifests give them ----------------------------------------------------
+
+CHART = REPOSITORY / "charts" / "rillet" / "Chart.yaml"
+# The repositories the chart (values.yaml `image.repository`) and examples/*.yaml name, as
+# containerd's CRI resolves a short name (`rillet/operator` is docker.io/rillet/operator).
+CHART_REPOSITORIES = {
+    "operator": "docker.io/rillet/operator",
+    "runtime": "docker.io/rillet/spark-runtime",
+}
+
+
+def chart_references(chart_yaml: str) -> dict[str, str]:
+    """The project's images as the chart and the examples name them, tagged with the chart's
+    appVersion (what `kind load` gives a kind user): {"operator": "docker.io/rillet/operator:
+    0.1.0", ...}."""
+    app_version = yaml.safe_load(chart_yaml)["appVersion"]
+    return {name: f"{repository}:{app_version}" for name, repository in CHART_REPOSITORIES.items()}

@@ -86,3 +86,66 @@ def import_into_containerd(
     finally:
         archive.unlink(missing_ok=True)  # up to a GB; containerd keeps its own copy
     return True
+
+
+def tag(source: str, target: str, *, socket: Path | str) -> None:
+    """Give an image of the node's containerd another name (moved from any image it named)."""
+    run_logged(
+        _ctr(socket, "images", "tag", "--force", source, target), log=imagestore.build_log("import")
+    )
+
+
+def named_images(listing: str) -> dict[str, str]:
+    """{reference: manifest digest} of `ctr images ls` output, without CRI's `sha256:` names."""
+    rows = [line.split() for line in listing.splitlines()[1:] if line.strip()]
+    return {row[0]: row[2] for row in rows if not row[0].startswith("sha256:")}
+
+
+def missing_images(wanted: dict[str, str], present: dict[str, str]) -> list[str]:
+    """The references of `wanted` that `present` lacks or holds as another image."""
+    return sorted(ref for ref, digest in wanted.items() if present.get(ref) != digest)
+
+
+def _named_images(socket: Path | str) -> dict[str, str]:
+    listing = subprocess.run(
+        _ctr(socket, "images", "ls"), capture_output=True, text=True, check=True
+    ).stdout
+    return named_images(listing)
+
+
+def copy_images(
+    *,
+    source: Path | str,
+    targets: list[Path],
+    report: reporting.Reporter = reporting.silent,
+) -> None:
+    """Make every target containerd hold the images the source holds, under the same names (and
+    nothing else): one archive exported from the source, imported into the targets at once."""
+    wanted = _named_images(source)
+    needs = {target: missing_images(wanted, _named_images(target)) for target in targets}
+    references = sorted({ref for missing in needs.values() for ref in missing})
+    if references:
+        log = imagestore.build_log("import")
+        archive = imagestore.images_dir() / "archives" / "nodes.tar"
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        with report(f"copy {len(references)} images to {sum(map(bool, needs.values()))} nodes"):
+            try:
+                export = ["images", "export", "--platform", "linux/amd64", str(archive)]
+                run_logged(_ctr(source, *export, *references), log=log)
+                with log.open("ab") as out:
+                    imports = [
+                        subprocess.Popen(
+                            _ctr(target, "images", "import", str(archive)),
+                            stdout=out,
+                            stderr=subprocess.STDOUT,
+                        )
+                        for target, missing in needs.items()
+                        if missing
+                    ]
+                    failed = [p.args for p in imports if p.wait() != 0]
+                if failed:
+                    raise CommandFailedError(f"{failed} failed; see {log}")
+            finally:
+                archive.unlink(missing_ok=True)  # GBs; each containerd keeps its own copy
+    for target in targets:
+        remove_stale_images(wanted, socket=target)

@@ -27,6 +27,8 @@ HOST_BRIDGE = "rillet0"
 POD_BRIDGE = "rillet-pods"
 POD_CIDR = "10.244.0.0/24"
 KUBELET_PORT = 10350
+# Every node's pods, as kube-proxy tells them from outside traffic: node N has 10.244.(N-1).0/24.
+CLUSTER_CIDR = "10.244.0.0/16"
 STORAGE_CLASS = "standard"
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER_NAME = "rancher.io/local-path"
@@ -59,6 +61,24 @@ FIXED_PATHS = (
     Path("/run/netns"),
     Path("/etc/cni"),
     Path("/opt/cni"),
+)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One worker node's names and addresses. Node 1 runs in the host's network namespace; an
+    extra node (`rillet_devstack.extranodes`) in its own, behind a veth pair."""
+
+    index: int
+    name: str
+    address: str  # its InternalIP: where the apiserver reaches its kubelet
+    pod_cidr: str
+    pod_bridge: str
+    cgroup_root: str | None = None  # kubelet's cgroupRoot; None: the hierarchies' root
+
+
+FIRST = NodeSpec(
+    index=1, name=NODE_NAME, address=NODE_ADDRESS, pod_cidr=POD_CIDR, pod_bridge=POD_BRIDGE
 )
 
 
@@ -150,7 +170,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def build_cni_config(layout: NodeLayout) -> dict[str, Any]:
+def build_cni_config(layout: NodeLayout, *, spec: NodeSpec = FIRST) -> dict[str, Any]:
     """The pod network: one bridge, host-local addresses, no masquerading.
 
     `loopback` stays out of the chain (containerd sets up `lo` itself), and `ipMasq` is off
@@ -162,13 +182,13 @@ def build_cni_config(layout: NodeLayout) -> dict[str, Any]:
         "plugins": [
             {
                 "type": "bridge",
-                "bridge": POD_BRIDGE,
+                "bridge": spec.pod_bridge,
                 "isGateway": True,
                 "ipMasq": False,
                 "hairpinMode": True,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": POD_CIDR}]],
+                    "ranges": [[{"subnet": spec.pod_cidr}]],
                     "routes": [{"dst": "0.0.0.0/0"}],
                     "dataDir": str(layout.cni_ipam),
                 },
@@ -179,15 +199,22 @@ def build_cni_config(layout: NodeLayout) -> dict[str, Any]:
 
 
 def build_kubelet_config(
-    layout: NodeLayout, *, ca_cert: Path, serving: pki_module.IssuedCertificate
+    layout: NodeLayout,
+    *,
+    ca_cert: Path,
+    serving: pki_module.IssuedCertificate,
+    spec: NodeSpec = FIRST,
 ) -> dict[str, Any]:
     """KubeletConfiguration for this machine: cgroup v1 with cgroupfs, no image GC (images are
-    imported, not pulled: a collected image could not come back), CoreDNS on the node address."""
+    imported, not pulled: a collected image could not come back), CoreDNS on node 1's address.
+    An extra node's kubelet keeps to its own cgroup root: each kubelet removes the pod cgroups
+    under its root that it does not know, so two on one root would remove each other's."""
     socket = f"unix://{layout.containerd_socket}"
-    return {
+    root = {"cgroupRoot": spec.cgroup_root} if spec.cgroup_root else {}
+    return root | {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_ADDRESS,
+        "address": spec.address,
         "port": KUBELET_PORT,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -226,15 +253,17 @@ def build_kubelet_config(
     }
 
 
-def build_kube_proxy_config(kubeconfig: Path) -> dict[str, Any]:
-    """kube-proxy in iptables mode that changes no sysctl (conntrack limits and timeouts 0)."""
+def build_kube_proxy_config(kubeconfig: Path, *, spec: NodeSpec = FIRST) -> dict[str, Any]:
+    """kube-proxy in iptables mode that changes no sysctl (conntrack limits and timeouts 0).
+    Traffic from any node's pods is local (CLUSTER_CIDR): from another node's pod to a
+    ClusterIP it is not masqueraded."""
     return {
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "kind": "KubeProxyConfiguration",
         "clientConnection": {"kubeconfig": str(kubeconfig)},
-        "hostnameOverride": NODE_NAME,
+        "hostnameOverride": spec.name,
         "mode": "iptables",
-        "clusterCIDR": POD_CIDR,
+        "clusterCIDR": CLUSTER_CIDR,
         "detectLocalMode": "ClusterCIDR",
         "nodePortAddresses": ["primary"],
         "iptables": {"localhostNodePorts": False},

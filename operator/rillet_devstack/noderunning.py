@@ -66,18 +66,14 @@ def start_containerd(layout: node.NodeLayout, *, sandbox_image: str, logs: Path)
         "containerd", ["containerd", "--config", config], log=logs / "containerd.log"
     )
 
-    def serving() -> bool:
-        return (
-            subprocess.run(
-                ["ctr", "-a", str(layout.containerd_socket), "version"],
-                capture_output=True,
-                timeout=10,
-            ).returncode
-            == 0
-        )
-
-    processes.wait_ready(record, serving, timeout=60, what="serving")
+    processes.wait_ready(record, lambda: containerd_answers(layout), timeout=60, what="serving")
     return record
+
+
+def containerd_answers(layout: node.NodeLayout) -> bool:
+    """Whether the node's containerd serves on its socket."""
+    version = ["ctr", "-a", str(layout.containerd_socket), "version"]
+    return subprocess.run(version, capture_output=True, timeout=10).returncode == 0
 
 
 def release_image_store(layout: node.NodeLayout) -> bool:
@@ -117,15 +113,37 @@ def empty_state_dir(root: Path) -> None:
     shutil.rmtree(layout.containerd_root / "io.containerd.grpc.v1.cri", ignore_errors=True)
 
 
+def _cert_name(spec: node.NodeSpec, kind: str) -> str:
+    # Node 1's keep their names; an extra node's carry its own.
+    return kind if spec == node.FIRST else f"{spec.name}-{kind}"
+
+
+def issue_serving(
+    control: ControlPlaneLayout, *, spec: node.NodeSpec = node.FIRST
+) -> pki_module.IssuedCertificate:
+    """The kubelet's serving certificate, for its name and address (the apiserver reaches it)."""
+    return pki_module.issue(
+        pki_module.ControlPlanePki(control.pki),
+        name=_cert_name(spec, "kubelet-serving"),
+        common_name=spec.name,
+        ips=(spec.address,),
+        dns_names=(spec.name,),
+    )
+
+
 def write_node_kubeconfig(
-    control: ControlPlaneLayout, layout: node.NodeLayout, *, server: str
+    control: ControlPlaneLayout,
+    layout: node.NodeLayout,
+    *,
+    server: str,
+    spec: node.NodeSpec = node.FIRST,
 ) -> Path:
     """The kubelet's credentials: a client certificate in system:nodes, as NodeRestriction wants."""
     certs = pki_module.ControlPlanePki(control.pki)
     client = pki_module.issue(
         certs,
-        name="kubelet-client",
-        common_name=f"system:node:{node.NODE_NAME}",
+        name=_cert_name(spec, "kubelet-client"),
+        common_name=f"system:node:{spec.name}",
         organizations=("system:nodes",),
     )
     path = layout.config / "kubelet.kubeconfig"
@@ -134,7 +152,7 @@ def write_node_kubeconfig(
         build_kubeconfig(
             server=server,
             ca_pem=certs.ca_cert.read_bytes(),
-            user=f"system:node:{node.NODE_NAME}",
+            user=f"system:node:{spec.name}",
             client_cert=client.cert,
             client_key=client.key,
         )
@@ -148,13 +166,7 @@ def start_kubelet(
 ) -> ProcessRecord:
     """kubelet registering NODE_NAME on NODE_ADDRESS; returns once the apiserver has the node."""
     certs = pki_module.ControlPlanePki(control.pki)
-    serving = pki_module.issue(
-        certs,
-        name="kubelet-serving",
-        common_name=node.NODE_NAME,
-        ips=(node.NODE_ADDRESS,),
-        dns_names=(node.NODE_NAME,),
-    )
+    serving = issue_serving(control)
     kubeconfig = write_node_kubeconfig(control, layout, server=server)
     config = layout.config / "kubelet.yaml"
     config.write_text(

@@ -19,6 +19,8 @@ from pydantic import BaseModel
 
 from rillet_devstack import (
     controlplane,
+    extranoderunning,
+    extranodes,
     hostcleanup,
     node,
     nodechecking,
@@ -42,6 +44,24 @@ class NodeState(BaseModel):
     sysctls: dict[str, str]
     preexisting_paths: list[Path]
     images: dict[str, str] = {}
+    # The project's images by the names the chart and the examples give them (images.CHART_*).
+    chart_images: dict[str, str] = {}
+
+
+class ExtraNodeState(BaseModel):
+    """An extra node (extranodes): where it keeps its files, its anchor process (the parent of
+    its daemons), and whether `rillet dev node stop` stopped it."""
+
+    index: int
+    name: str
+    address: str
+    root: Path
+    anchor: ProcessRecord | None = None
+    stopped: bool = False
+
+    @property
+    def running(self) -> bool:
+        return not self.stopped and self.anchor is not None and processes.is_alive(self.anchor)
 
 
 class StackState(BaseModel):
@@ -54,6 +74,7 @@ class StackState(BaseModel):
     kafka_brokers: int
     kubernetes_version: str = versions.KUBERNETES
     node: NodeState | None = None
+    extra_nodes: list[ExtraNodeState] = []
     kafka_security: KafkaSecurity | None = None
 
     def environment(self) -> dict[str, str]:
@@ -67,6 +88,11 @@ class StackState(BaseModel):
         }
         if self.kafka_security is not None:
             variables |= self.kafka_security.operator_environment()
+        if self.node is not None and self.node.chart_images:
+            variables |= {
+                "RILLET_OPERATOR_IMAGE": self.node.chart_images["operator"],
+                "RILLET_RUNTIME_IMAGE": self.node.chart_images["runtime"],
+            }
         return variables
 
     def kafka_client_config(self) -> dict[str, Any]:
@@ -114,21 +140,33 @@ def describe(state: StackState) -> list[tuple[str, int, bool]]:
     return [(p.name, p.pid, processes.is_alive(p)) for p in state.processes]
 
 
-def describe_node(state: StackState) -> list[str]:
-    """The node's readiness and its pods, one line each (as `rillet dev status` prints them)."""
+def describe_nodes(state: StackState) -> list[str]:
+    """Each node's readiness and its pods, one line each (as `rillet dev status` prints them)."""
     assert state.node is not None
     core = controlplane.core_api(ControlPlaneLayout(state.kubeconfig.parent))
-    found = core.read_node(state.node.name)
-    ready = next((c.status for c in found.status.conditions or [] if c.type == "Ready"), "Unknown")
-    lines = [f"node {state.node.name} {state.node.address} Ready={ready}"]
-    serialized = core.api_client.sanitize_for_serialization(found)
-    lines += [f"  takes no pods: {reason}" for reason in nodechecking.why_pods_wait(serialized)]
     pods = core.list_pod_for_all_namespaces().items
-    for pod in pods:
-        lines.append(f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}")
+    nodes = [(state.node.name, state.node.address, False)]
+    nodes += [(extra.name, extra.address, not extra.running) for extra in state.extra_nodes]
+    lines = []
+    for name, address, stopped in nodes:
+        found = core.read_node(name)
+        conditions = found.status.conditions or []
+        ready = next((c.status for c in conditions if c.type == "Ready"), "Unknown")
+        lines.append(f"node {name} {address} Ready={ready}{' stopped' if stopped else ''}")
+        serialized = core.api_client.sanitize_for_serialization(found)
+        lines += [f"  takes no pods: {reason}" for reason in nodechecking.why_pods_wait(serialized)]
+        lines += [
+            f"  pod {pod.metadata.namespace}/{pod.metadata.name} {pod.status.phase}"
+            for pod in pods
+            if pod.spec.node_name == name
+        ]
+    unscheduled = [pod for pod in pods if not pod.spec.node_name]
+    if unscheduled:
+        lines.append("not on a node yet")
+        lines += [f"  pod {p.metadata.namespace}/{p.metadata.name} Pending" for p in unscheduled]
     listed = core.api_client.sanitize_for_serialization(pods)
     if unattended := nodechecking.unattended_pods(listed, now=datetime.now(UTC)):
-        lines.append(f"  pods waiting over a minute for: {', '.join(unattended)}")
+        lines.append(f"pods waiting over a minute for: {', '.join(unattended)}")
     return lines
 
 
@@ -152,4 +190,6 @@ def leftovers(state: StackState) -> list[str]:
     found += [f"path {p}" for p in created if p.exists()]
     shims = hostcleanup.processes_mentioning(str(state.node.containerd_socket))
     found += [f"process {pid} of containerd" for pid in shims]
+    for index in range(2, extranodes.MAX_NODES + 1):
+        found += extranoderunning.leftovers(extranodes.extra_node(index))
     return found

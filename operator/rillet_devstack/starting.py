@@ -20,6 +20,7 @@ from rillet_devstack import (
     importing,
     node,
     nodechecking,
+    nodegrowing,
     noderunning,
     packages,
     paths,
@@ -49,12 +50,17 @@ def up(
     brokers: int = 1,
     with_node: bool = True,
     secured: bool = False,
+    nodes: int = 1,
     report: reporting.Reporter = reporting.silent,
 ) -> stack.StackState:
     """Start the stack (reusing a running one of the same shape) and return it.
 
     `secured`: Kafka on SASL_SSL with SCRAM users and ACLs enforced (see devstack.kafka).
+    `nodes`: at least this many worker nodes run (extranodes); a running stack gets the
+    missing ones, and keeps any more it has.
     """
+    if nodes > 1 and not with_node:
+        raise NodeUnavailableError("--nodes needs the worker node: drop --no-node")
     current = stack.running()
     if (
         current
@@ -64,7 +70,8 @@ def up(
     ):
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
-        return with_current_images(current, report=report)
+        current = with_current_images(current, report=report)
+        return nodegrowing.ensure(current, count=nodes, report=report)
     if with_node and (reason := nodechecking.can_run_node()):
         raise NodeUnavailableError(
             f"{reason}; `rillet dev up --no-node` starts the stack without it"
@@ -74,7 +81,8 @@ def up(
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     stopping.down()
     _provision(provisioning.artefacts(with_node=with_node), report=report)
-    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+    state = _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+    return nodegrowing.ensure(state, count=nodes, report=report)
 
 
 def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.Reporter) -> None:
@@ -181,6 +189,9 @@ def _start_node(
             ),
         )
     state.node.images = _images(node_layout, report=report)
+    state.node.chart_images = _tag_chart_names(
+        state.node.images, socket=node_layout.containerd_socket
+    )
     # Checked once the images are in, as they take the most: a node short of disk would start,
     # report Ready, and leave every pod Pending behind a DiskPressure taint.
     if short := nodechecking.too_little_disk(node_layout.root):
@@ -232,10 +243,21 @@ def with_current_images(
     for name, image in built.items():
         if state.node.images.get(name) != image:
             importing.import_into_containerd(image, socket=socket, report=report)
-    if built != state.node.images:
-        state.node.images = built
+    chart_images = _tag_chart_names(built, socket=socket)
+    if built != state.node.images or chart_images != state.node.chart_images:
+        state.node.images, state.node.chart_images = built, chart_images
         stack.save(state)
+    nodegrowing.sync_images(state, report=report)
     return state
+
+
+def _tag_chart_names(built: dict[str, str], *, socket: Path) -> dict[str, str]:
+    """Name the project's images as the chart and the examples do, as `kind load` would: their
+    manifests then run on the stack unchanged."""
+    named = images.chart_references(images.CHART.read_text())
+    for name, reference in named.items():
+        importing.tag(built[name], reference, socket=socket)
+    return named
 
 
 def _images(node_layout: node.NodeLayout, *, report: reporting.Reporter) -> dict[str, str]:

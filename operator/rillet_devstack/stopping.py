@@ -5,11 +5,13 @@ and their networks first), then a sweep of what the node changed on the host.
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 from rillet_devstack import (
     controlplane,
     hostcleanup,
     node,
+    nodegrowing,
     noderunning,
     paths,
     processes,
@@ -45,6 +47,7 @@ def stop(state: stack.StackState) -> list[str]:
         # No new pods may start while the running ones are taken down with their networks.
         stop("kube-scheduler")
         _delete_pods(state, ControlPlaneLayout(state.kubeconfig.parent))
+        nodegrowing.remove_all(state)
         for name in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner"):
             stop(name)
         containerd = by_name.get("containerd")
@@ -63,7 +66,7 @@ def _delete_pods(state: stack.StackState, layout: ControlPlaneLayout) -> None:
     """Delete every pod and wait (bounded) until containerd runs none: kubelet tears down each
     sandbox with its CNI network, which nothing does once kubelet is gone."""
     assert state.node is not None
-    socket = state.node.containerd_socket
+    sockets = [state.node.containerd_socket, *nodegrowing.running_sockets(state)]
     try:
         core = controlplane.core_api(layout)
         for pod in core.list_pod_for_all_namespaces().items:
@@ -74,15 +77,19 @@ def _delete_pods(state: stack.StackState, layout: ControlPlaneLayout) -> None:
         return
 
     def no_sandboxes() -> bool:
-        listed = subprocess.run(
-            ["ctr", "-a", str(socket), "-n", "k8s.io", "tasks", "ls", "-q"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        return listed.returncode != 0 or not listed.stdout.strip()
+        return all(_runs_no_task(socket) for socket in sockets)
 
     hostcleanup.wait_until(no_sandboxes, timeout=90, interval=0.5)
+
+
+def _runs_no_task(socket: Path) -> bool:
+    listed = subprocess.run(
+        ["ctr", "-a", str(socket), "-n", "k8s.io", "tasks", "ls", "-q"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return listed.returncode != 0 or not listed.stdout.strip()
 
 
 def _clean_host(state: stack.NodeState) -> None:

@@ -31,7 +31,16 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kubernetes.client.exceptions import ApiException
 
-from rillet_devstack import hostcleanup, nodechecking, processes, provisioning, starting, tools
+from rillet_devstack import (
+    extranoderunning,
+    extranodes,
+    hostcleanup,
+    nodechecking,
+    processes,
+    provisioning,
+    starting,
+    tools,
+)
 from rillet_devstack import node as devnode
 from rillet_devstack import stack as devstack
 from rillet_devstack.kafka import KafkaCluster
@@ -196,6 +205,10 @@ def _processes_left(stack: devstack.StackState) -> list[str]:
     keep = {pid for pid in [isolation.spark_gateway_pid()] if pid is not None}
     if stack.node is not None:
         keep |= set(hostcleanup.processes_mentioning(str(stack.node.containerd_socket)))
+    # An extra node a test started (`rillet dev node start`) is the stack's: all of it is in
+    # its cgroup.
+    for index in range(2, extranodes.MAX_NODES + 1):
+        keep |= set(extranoderunning.cgroup_pids(extranodes.extra_node(index)))
     left = isolation.without_descendants_of(found, keep)
     isolation.kill(left)
     return [f"process {p.pid} (parent {p.ppid}): {p.command[:200]}" for p in left]

@@ -15,7 +15,8 @@ Test plan:
   where the apiserver and Kafka are; it exits 1, marking the process stopped, when one of them
   is not running (a recorded process whose start time does not match), and says so when no
   stack is recorded.
-- `rillet dev env` prints the two exports, and a shell that evaluates them reaches the stack's
+- `rillet dev env` prints the exports (with a node, the images' names as the chart and the
+  examples give them too), and a shell that evaluates them reaches the stack's
   apiserver with the stack's kubectl; with no stack it fails saying how to start one.
 - `rillet dev down` with no stack recorded stops nothing, says so, and exits 0.
 """
@@ -165,7 +166,9 @@ def test_status_marks_a_process_that_is_not_running(
     result = _rillet("dev", "status", env={"RILLET_STATE_DIR": str(tmp_path / "state")})
 
     assert result.returncode == 1, result.stderr
-    marks = {line.split()[0]: line.split()[-1] for line in result.stderr.splitlines()[:-1]}
+    names = {p.name for p in stack.processes}
+    lines = [line.split() for line in result.stderr.splitlines()[:-1]]
+    marks = {line[0]: line[-1] for line in lines if line[0] in names}
     assert marks == {
         p.name: "stopped" if p.name == gone.name else "running" for p in stack.processes
     }
@@ -179,6 +182,15 @@ def test_env_prints_the_exports_a_shell_uses(stack: devstack.StackState) -> None
     assert result.stdout.splitlines() == [
         f"export KUBECONFIG={stack.kubeconfig}",
         f"export RILLET_KAFKA_BOOTSTRAP={stack.kafka_bootstrap}",
+        # The names the chart and examples/*.yaml give the project's images (their appVersion).
+        *(
+            [
+                "export RILLET_OPERATOR_IMAGE=docker.io/rillet/operator:0.1.0",
+                "export RILLET_RUNTIME_IMAGE=docker.io/rillet/spark-runtime:0.1.0",
+            ]
+            if stack.node is not None
+            else []
+        ),
     ]
     shell = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
     script = f'eval "$({" ".join(RILLET)} dev env)" && "{tools.kubectl()}" get --raw /version'
