@@ -72,6 +72,14 @@ def dev_up(
             "ACLs enforced); `rillet dev env` then prints the admin's credentials."
         ),
     ] = "none",
+    object_store: Annotated[
+        bool,
+        typer.Option(
+            help="Also run an S3 object store (SeaweedFS, built once) with a bucket and a "
+            "Secret rillet-objectstore in namespace default; `rillet dev env` prints its "
+            "endpoint and key."
+        ),
+    ] = False,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet_devstack import stack, starting
@@ -87,6 +95,7 @@ def dev_up(
             brokers=brokers,
             with_node=node,
             secured=kafka_security == "sasl-ssl",
+            object_store=object_store,
             report=_timed_step,
         )
     except (MissingToolError, starting.NodeUnavailableError, PackagesUnavailableError) as error:

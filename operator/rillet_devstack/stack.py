@@ -29,6 +29,7 @@ from rillet_devstack import (
 )
 from rillet_devstack.controlplane import ControlPlaneLayout
 from rillet_devstack.kafka import KafkaSecurity
+from rillet_devstack.objectstore import ObjectStoreState
 from rillet_devstack.processes import ProcessRecord
 
 
@@ -55,6 +56,7 @@ class StackState(BaseModel):
     kubernetes_version: str = versions.KUBERNETES
     node: NodeState | None = None
     kafka_security: KafkaSecurity | None = None
+    object_store: ObjectStoreState | None = None
 
     def environment(self) -> dict[str, str]:
         """The variables a shell, kubectl, kopf or a test needs to use this stack (with
@@ -67,6 +69,8 @@ class StackState(BaseModel):
         }
         if self.kafka_security is not None:
             variables |= self.kafka_security.operator_environment()
+        if self.object_store is not None:
+            variables |= self.object_store.environment()
         return variables
 
     def kafka_client_config(self) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from rillet_devstack import (
     node,
     nodechecking,
     noderunning,
+    objectstoring,
     packages,
     paths,
     pki,
@@ -49,11 +50,13 @@ def up(
     brokers: int = 1,
     with_node: bool = True,
     secured: bool = False,
+    object_store: bool = False,
     report: reporting.Reporter = reporting.silent,
 ) -> stack.StackState:
     """Start the stack (reusing a running one of the same shape) and return it.
 
     `secured`: Kafka on SASL_SSL with SCRAM users and ACLs enforced (see devstack.kafka).
+    `object_store`: an S3 store with a bucket and a Secret with its key (devstack.objectstore).
     """
     current = stack.running()
     if (
@@ -61,6 +64,7 @@ def up(
         and current.kafka_brokers == brokers
         and (current.node is not None) == with_node
         and (current.kafka_security is not None) == secured
+        and (current.object_store is not None) == object_store
     ):
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
@@ -73,8 +77,16 @@ def up(
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     stopping.down()
-    _provision(provisioning.artefacts(with_node=with_node), report=report)
-    return _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+    _provision(
+        provisioning.artefacts(with_node=with_node, with_object_store=object_store), report=report
+    )
+    return _start(
+        brokers=brokers,
+        with_node=with_node,
+        secured=secured,
+        object_store=object_store,
+        report=report,
+    )
 
 
 def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.Reporter) -> None:
@@ -87,7 +99,7 @@ def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.
 
 
 def _start(
-    *, brokers: int, with_node: bool, secured: bool, report: reporting.Reporter
+    *, brokers: int, with_node: bool, secured: bool, object_store: bool, report: reporting.Reporter
 ) -> stack.StackState:
     root = paths.state_dir()
     noderunning.empty_state_dir(root)
@@ -127,6 +139,9 @@ def _start(
             )
             kafka_records, state.kafka_bootstrap = cluster.start()
             stack.record_started(state, *kafka_records)
+        if object_store:
+            with report("object store (SeaweedFS, S3 API, bucket, Secret)"):
+                objectstoring.run(state, layout, root=root / "objectstore", address=address)
     except BaseException:
         stopping.stop(state)
         raise
