@@ -139,6 +139,8 @@ def dev_status() -> None:
         mark = "[green]running[/green]" if alive else "[red]stopped[/red]"
         console.print(f"{name:<26} pid {pid:<8} {mark}")
     console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
+    if state.object_store is not None:
+        console.print(f"s3 {state.object_store.endpoint}  bucket {state.object_store.bucket}")
     if state.node is not None and healthy:
         for line in stack.describe_node(state):
             console.print(line, highlight=False)

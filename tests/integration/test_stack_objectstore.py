@@ -3,7 +3,8 @@
 
 Test plan:
 - `rillet dev env` names the endpoint (on the node's address when the stack has a node, so
-  pods on every node reach it), the bucket and a key.
+  pods on every node reach it), the bucket and a key; `rillet dev status` shows the store's
+  process running and its endpoint.
 - an object written with that key by an S3 client of its own (the minio SDK, SigV4) is listed
   back in the bucket with its size, and read back with its bytes.
 - an unknown access key is refused (InvalidAccessKeyId), and the right key id with a wrong
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -86,6 +88,22 @@ def test_env_names_endpoint_bucket_and_key(
     assert store_env["RILLET_S3_BUCKET"] == "rillet"
     host = devnode.NODE_ADDRESS if stack.node else "127.0.0.1"
     assert store_env["RILLET_S3_ENDPOINT"].startswith(f"http://{host}:")
+
+
+def test_status_shows_the_store(store_env: dict[str, str]) -> None:
+    status = subprocess.run(
+        [sys.executable, "-m", "rillet.cli", "dev", "status"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+    assert status.returncode == 0, status.stderr
+    lines = status.stderr.splitlines()
+    assert any(line.split()[:1] == ["seaweedfs"] and "running" in line for line in lines)
+    assert f"s3 {store_env['RILLET_S3_ENDPOINT']}  bucket rillet" in lines
 
 
 def test_object_written_is_listed_and_read_back(store_env: dict[str, str]) -> None:
