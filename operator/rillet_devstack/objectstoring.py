@@ -40,13 +40,13 @@ def free_ports() -> Ports:
     return Ports(*chosen)
 
 
-def s3_client(state: ObjectStoreState, *, access_key: str = "", secret_key: str = "") -> Minio:
-    """An S3 client of the store, with its key or the one given. Its requests fail fast (no
-    retries, short timeouts): a poll retries them itself."""
+def s3_client(state: ObjectStoreState) -> Minio:
+    """An S3 client of the store with its key. Its requests fail fast (no retries, short
+    timeouts): a poll retries them itself."""
     return Minio(
         state.endpoint.removeprefix("http://"),
-        access_key=access_key or state.access_key,
-        secret_key=secret_key or state.secret_key,
+        access_key=state.access_key,
+        secret_key=state.secret_key,
         secure=False,
         region=objectstore.REGION,  # else the client asks the store for each bucket's region
         http_client=urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=30), retries=False),
@@ -54,8 +54,8 @@ def s3_client(state: ObjectStoreState, *, access_key: str = "", secret_key: str 
 
 
 def start(weed: Path, root: Path, *, address: str) -> tuple[ProcessRecord, ObjectStoreState]:
-    """Start `weed server` under `root` on `address` with a new key; return it with how to
-    reach it once it is not yet known to be ready (`wait_ready`)."""
+    """Start `weed server` under `root` on `address` with a new key; return its record and how
+    to reach it (once `wait_ready` says it serves)."""
     layout = ObjectStoreLayout(root)
     layout.data.mkdir(parents=True, exist_ok=True)
     access_key, secret_key = new_key()
@@ -103,15 +103,14 @@ def create_secret(layout: ControlPlaneLayout, state: ObjectStoreState) -> None:
 
 
 def run(state: stack.StackState, layout: ControlPlaneLayout, *, root: Path, address: str) -> None:
-    """Start the store for a starting stack (recorded at once, so `down` stops it), wait until
-    it serves the bucket, create the Secret, and record how to reach it."""
+    """Start the store for a starting stack (recorded at once with how to reach it, so `down`
+    stops it), wait until it serves the bucket, and create the Secret."""
     weed = provisioning.SEAWEEDFS.directory / "weed"
     record, store = start(weed, root, address=address)
+    state.object_store = store  # with the record: what `down` cleans up after it
     stack.record_started(state, record)
     wait_ready(record, store)
     create_secret(layout, store)
-    state.object_store = store
-    stack.save(state)
 
 
 def stop(record: ProcessRecord, store: ObjectStoreState | None) -> list[str]:
