@@ -11,6 +11,9 @@ Test plan:
   secret too (SignatureDoesNotMatch): the store is not open to anyone.
 - the Secret in namespace default holds the same key under AWS_ACCESS_KEY_ID and
   AWS_SECRET_ACCESS_KEY, and a client made from it alone lists the bucket.
+- a pod on the node reaches the store at the printed endpoint: it reads an object through a
+  presigned URL, is refused it without a signature (403), and gets the key as its env from a
+  copy of the Secret made in its own namespace as the README says.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import os
 import secrets
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 import urllib3
@@ -33,6 +37,7 @@ from rillet_devstack import stack as devstack
 
 from . import isolation
 from .conftest import Kube
+from .polling import wait_for
 
 STORE_VARIABLES = (
     "RILLET_S3_ENDPOINT",
@@ -155,3 +160,78 @@ def test_secret_holds_the_key_a_client_can_use(kube: Kube, store_env: dict[str, 
         store_env["RILLET_S3_ENDPOINT"], data["AWS_ACCESS_KEY_ID"], data["AWS_SECRET_ACCESS_KEY"]
     )
     assert from_secret.bucket_exists(store_env["RILLET_S3_BUCKET"])
+
+
+POD_READS = """
+import os, sys, urllib.error, urllib.request
+print("body:", urllib.request.urlopen(sys.argv[1], timeout=30).read().decode())
+try:
+    urllib.request.urlopen(sys.argv[2], timeout=30)
+    print("unsigned: 200")
+except urllib.error.HTTPError as error:
+    print("unsigned:", error.code)
+print("key id:", os.environ["AWS_ACCESS_KEY_ID"])
+print("secret length:", len(os.environ["AWS_SECRET_ACCESS_KEY"]))
+"""
+
+
+def _pod(image: str, args: list[str]) -> dict[str, object]:
+    """A pod running POD_READS with the key from the copied Secret as its environment."""
+    secret_env = [
+        {"name": key, "valueFrom": {"secretKeyRef": {"name": "rillet-objectstore", "key": key}}}
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    ]
+    container = {
+        "name": "main",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "command": ["python3", "-c", POD_READS, *args],
+        "env": secret_env,
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "reader"},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+
+
+def _phase(kube: Kube, namespace: str) -> str:
+    jsonpath = "jsonpath={.status.phase}"
+    return kube.kubectl("get", "pod", "reader", "-n", namespace, "-o", jsonpath).stdout
+
+
+def test_a_pod_on_the_node_reaches_the_store(
+    kube: Kube, runtime_image: str, namespace: str, store_env: dict[str, str]
+) -> None:
+    s3, bucket = env_client(store_env), store_env["RILLET_S3_BUCKET"]
+    name = f"{isolation.PREFIX}{isolation.new_id()}/from-the-host"
+    s3.put_object(bucket, name, io.BytesIO(b"hello pod"), 9)
+    try:
+        signed = s3.presigned_get_object(bucket, name, expires=timedelta(minutes=10))
+        unsigned = f"{store_env['RILLET_S3_ENDPOINT']}/{bucket}/{name}"
+        kube.kubectl(
+            *("create", "secret", "generic", "rillet-objectstore", "-n", namespace),
+            f"--from-literal=AWS_ACCESS_KEY_ID={store_env['AWS_ACCESS_KEY_ID']}",
+            f"--from-literal=AWS_SECRET_ACCESS_KEY={store_env['AWS_SECRET_ACCESS_KEY']}",
+        )
+        pod = _pod(runtime_image, [signed, unsigned])
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
+        phase = wait_for(
+            lambda: p if (p := _phase(kube, namespace)) in ("Succeeded", "Failed") else None,
+            timeout=180,
+            interval=1,
+            what=f"pod {namespace}/reader to finish",
+        )
+        logs = kube.kubectl("logs", "-n", namespace, "reader").stdout
+    finally:
+        s3.remove_object(bucket, name)
+
+    assert phase == "Succeeded", logs
+    assert logs.splitlines() == [
+        "body: hello pod",
+        "unsigned: 403",
+        f"key id: {store_env['AWS_ACCESS_KEY_ID']}",
+        f"secret length: {len(store_env['AWS_SECRET_ACCESS_KEY'])}",
+    ]
