@@ -22,8 +22,12 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+# The tests' stack has the object store (checkpoints on S3); the demo's needs none (faster).
+STACK_FLAGS ?=
+test-repeat: STACK_FLAGS := --object-store
+
 stack: setup
-	$(BIN)/rillet dev up
+	$(BIN)/rillet dev up $(STACK_FLAGS)
 
 down: setup
 	$(BIN)/rillet dev down

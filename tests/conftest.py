@@ -128,7 +128,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config.stash[_HOST_BEFORE] = hostsnapshot.take()
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
-        started = subprocess.run([sys.executable, "-m", "rillet.cli", "dev", "up"], check=False)
+        # With the object store: the tests of checkpoints on S3 need it (`make demo`'s does not).
+        up = [sys.executable, "-m", "rillet.cli", "dev", "up", "--object-store"]
+        started = subprocess.run(up, check=False)
     if started.returncode != 0:
         pytest.exit("`rillet dev up` failed (above)", returncode=pytest.ExitCode.INTERNAL_ERROR)
 

@@ -83,6 +83,14 @@ def dev_up(
             "gets the missing ones and keeps any more it has.",
         ),
     ] = 1,
+    object_store: Annotated[
+        bool,
+        typer.Option(
+            help="Also run an S3 object store (SeaweedFS, built once) with a bucket and a "
+            "Secret rillet-objectstore in namespace default; `rillet dev env` prints its "
+            "endpoint and key."
+        ),
+    ] = False,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
     from rillet_devstack import stack, starting
@@ -99,6 +107,7 @@ def dev_up(
             with_node=node,
             secured=kafka_security == "sasl-ssl",
             nodes=nodes,
+            object_store=object_store,
             report=_timed_step,
         )
     except (MissingToolError, starting.NodeUnavailableError, PackagesUnavailableError) as error:
@@ -146,6 +155,8 @@ def dev_status() -> None:
         mark = "[green]running[/green]" if extra.running else "[red]stopped[/red]"
         console.print(f"{extra.name + ' (node)':<26} pid {anchor:<8} {mark}")
     console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
+    if state.object_store is not None:
+        console.print(f"s3 {state.object_store.endpoint}  bucket {state.object_store.bucket}")
     if state.node is not None and healthy:
         for line in stack.describe_nodes(state):
             console.print(line, highlight=False)

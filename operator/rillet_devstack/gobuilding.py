@@ -1,5 +1,6 @@
 """Compiling the stack's Go programs from their modules: Kubernetes (control plane and node
-components), etcd, helm, CoreDNS and the local-path provisioner, at the pinned versions.
+components), etcd, helm, CoreDNS, the local-path provisioner and SeaweedFS, at the pinned
+versions.
 
 The machine's Go is used as it is (no toolchain download). Builds run with `-v` and report how
 many modules they downloaded and packages they compiled so far (GoProgress), because a cold
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -223,3 +225,31 @@ def build_local_path_provisioner(scratch: Path, target: Path, progress: reportin
     version = versions.LOCAL_PATH_PROVISIONER
     package = f"github.com/rancher/local-path-provisioner@v{version}"
     _go_install(target, progress, package, f"-s -w -X main.VERSION=v{version}")
+
+
+def build_seaweedfs(scratch: Path, target: Path, progress: reporting.Progress) -> None:
+    """SeaweedFS's `weed` (master, volume, filer and S3 gateway in one binary).
+
+    Its go.mod replaces a dependency, so `go install` refuses it and a wrapper module would lose
+    the replacement: the module is downloaded, copied out of the read-only module cache, and
+    built as the main module it is.
+    """
+    log = target / "build.log"
+    module = f"github.com/seaweedfs/seaweedfs@v{versions.SEAWEEDFS}"
+    progress(f"downloading {module}")
+    download = subprocess.run(
+        ["go", "mod", "download", "-json", module],
+        cwd=_go_wrapper_module(scratch, log),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **GO_ENV},
+    )
+    source = scratch / "seaweedfs"
+    # The module cache's files and directories are read-only; the build writes go.sum, and the
+    # scratch directory must be removable: fresh files, and directories made writable.
+    shutil.copytree(json.loads(download.stdout)["Dir"], source, copy_function=shutil.copyfile)
+    for directory in (source, *(entry for entry in source.rglob("*") if entry.is_dir())):
+        directory.chmod(0o755)
+    go = _GoCommands(source, log, progress)
+    go.run("build", "-v", "-trimpath", "-ldflags", "-s -w", "-o", target / "weed", "./weed")

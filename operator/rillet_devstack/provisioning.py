@@ -1,9 +1,10 @@
 """Building and fetching the stack's artefacts into the version-keyed cache.
 
-Kubernetes (control plane and node components), etcd, helm, CoreDNS and the local-path
-provisioner are compiled from Go modules (gobuilding); Kafka and the Spark-Kafka connector are
-resolved from Maven Central. Each artefact is built in a scratch directory and renamed into
-place only when complete, so an interrupted build never leaves a half-filled cache entry.
+Kubernetes (control plane and node components), etcd, helm, CoreDNS, the local-path
+provisioner and SeaweedFS are compiled from Go modules (gobuilding); Kafka and the Spark-Kafka
+connector are resolved from Maven Central. Each artefact is built in a scratch directory and
+renamed into place only when complete, so an interrupted build never leaves a half-filled cache
+entry.
 
 A build reports what it is doing through a `Progress` callback (one short line at a time)."""
 
@@ -300,6 +301,7 @@ LOCAL_PATH = Artefact(
     ("go",),
     gobuilding.build_local_path_provisioner,
 )
+SEAWEEDFS = Artefact("seaweedfs", versions.SEAWEEDFS, ("go",), gobuilding.build_seaweedfs)
 KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
@@ -333,8 +335,13 @@ ALL = (
 CHECKOUT_ARTEFACTS = (RILLET_SPARK, SPARK_CLASSES)
 # Only a stack with a worker node runs these.
 NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
+# Only a stack with the object store (`rillet dev up --object-store`): built last, after what
+# every stack needs, so a stack without it never waits for it.
+OBJECT_STORE_ARTEFACTS = (SEAWEEDFS,)
 
 
-def artefacts(*, with_node: bool) -> tuple[Artefact, ...]:
-    """What a stack needs, in build order: everything, or all but the worker node's parts."""
-    return tuple(a for a in ALL if with_node or a not in NODE_ARTEFACTS)
+def artefacts(*, with_node: bool, with_object_store: bool = False) -> tuple[Artefact, ...]:
+    """What a stack needs, in build order: everything, or all but the worker node's parts; the
+    object store's after them if it runs one."""
+    needed = tuple(a for a in ALL if with_node or a not in NODE_ARTEFACTS)
+    return needed + (OBJECT_STORE_ARTEFACTS if with_object_store else ())

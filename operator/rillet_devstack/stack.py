@@ -31,6 +31,7 @@ from rillet_devstack import (
 )
 from rillet_devstack.controlplane import ControlPlaneLayout
 from rillet_devstack.kafka import KafkaSecurity
+from rillet_devstack.objectstore import ObjectStoreState
 from rillet_devstack.processes import ProcessRecord
 
 
@@ -76,6 +77,7 @@ class StackState(BaseModel):
     node: NodeState | None = None
     extra_nodes: list[ExtraNodeState] = []
     kafka_security: KafkaSecurity | None = None
+    object_store: ObjectStoreState | None = None
 
     def environment(self) -> dict[str, str]:
         """The variables a shell, kubectl, kopf or a test needs to use this stack (with
@@ -93,6 +95,8 @@ class StackState(BaseModel):
                 "RILLET_OPERATOR_IMAGE": self.node.chart_images["operator"],
                 "RILLET_RUNTIME_IMAGE": self.node.chart_images["runtime"],
             }
+        if self.object_store is not None:
+            variables |= self.object_store.environment()
         return variables
 
     def kafka_client_config(self) -> dict[str, Any]:

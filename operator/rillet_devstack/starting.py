@@ -22,6 +22,7 @@ from rillet_devstack import (
     nodechecking,
     nodegrowing,
     noderunning,
+    objectstoring,
     packages,
     paths,
     pki,
@@ -51,6 +52,7 @@ def up(
     with_node: bool = True,
     secured: bool = False,
     nodes: int = 1,
+    object_store: bool = False,
     report: reporting.Reporter = reporting.silent,
 ) -> stack.StackState:
     """Start the stack (reusing a running one of the same shape) and return it.
@@ -58,6 +60,8 @@ def up(
     `secured`: Kafka on SASL_SSL with SCRAM users and ACLs enforced (see devstack.kafka).
     `nodes`: at least this many worker nodes run (extranodes); a running stack gets the
     missing ones, and keeps any more it has.
+    `object_store`: an S3 store with a bucket and a Secret with its key (devstack.objectstore);
+    a running stack with one is reused when none is asked for, as one with more nodes is.
     """
     if nodes > 1 and not with_node:
         raise NodeUnavailableError("--nodes needs the worker node: drop --no-node")
@@ -67,6 +71,7 @@ def up(
         and current.kafka_brokers == brokers
         and (current.node is not None) == with_node
         and (current.kafka_security is not None) == secured
+        and (current.object_store is not None or not object_store)
     ):
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
@@ -80,8 +85,16 @@ def up(
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     stopping.down()
-    _provision(provisioning.artefacts(with_node=with_node), report=report)
-    state = _start(brokers=brokers, with_node=with_node, secured=secured, report=report)
+    _provision(
+        provisioning.artefacts(with_node=with_node, with_object_store=object_store), report=report
+    )
+    state = _start(
+        brokers=brokers,
+        with_node=with_node,
+        secured=secured,
+        object_store=object_store,
+        report=report,
+    )
     return nodegrowing.ensure(state, count=nodes, report=report)
 
 
@@ -95,7 +108,7 @@ def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.
 
 
 def _start(
-    *, brokers: int, with_node: bool, secured: bool, report: reporting.Reporter
+    *, brokers: int, with_node: bool, secured: bool, object_store: bool, report: reporting.Reporter
 ) -> stack.StackState:
     root = paths.state_dir()
     noderunning.empty_state_dir(root)
@@ -135,6 +148,9 @@ def _start(
             )
             kafka_records, state.kafka_bootstrap = cluster.start()
             stack.record_started(state, *kafka_records)
+        if object_store:
+            with report("object store (SeaweedFS, S3 API, bucket, Secret)"):
+                objectstoring.run(state, layout, root=root / "objectstore", address=address)
     except BaseException:
         stopping.stop(state)
         raise

@@ -13,6 +13,7 @@ from rillet_devstack import (
     node,
     nodegrowing,
     noderunning,
+    objectstoring,
     paths,
     processes,
     provisioning,
@@ -54,6 +55,8 @@ def stop(state: stack.StackState) -> list[str]:
         if containerd is not None and processes.is_alive(containerd):
             noderunning.release_image_store(node.NodeLayout(state.node.root))
         stop("containerd")
+    if store := by_name.pop(objectstoring.PROCESS_NAME, None):  # slow to exit: a grace of its own
+        stopped += objectstoring.stop(store, state.object_store)
     # Reverse start order for the rest: Kafka first, etcd last.
     for record in reversed(state.processes):
         stop(record.name)

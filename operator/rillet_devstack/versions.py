@@ -32,6 +32,10 @@ SPARK_TOKEN_PROVIDER = "4.0.0"
 COREDNS = "1.12.4"
 LOCAL_PATH_PROVISIONER = "0.0.30"
 
+# The object store `rillet dev up --object-store` runs (S3 API for checkpoints). SeaweedFS tags no
+# module versions: the pseudo-version of a commit on its default branch (`weed version`: 4.53).
+SEAWEEDFS = "0.0.0-20261109003541-7506e5f91cd6"
+
 # The base image both Dockerfiles name (images/*/Dockerfile `ARG BASE_IMAGE`): the stack builds it
 # from Debian packages (debootstrap) under this very name, so the Dockerfiles are built as written.
 DEBIAN_RELEASE = "bookworm"

@@ -91,7 +91,11 @@ def stack() -> Iterator[devstack.StackState]:
         stops = existing is None and not shared.controller_stops_the_stack()
         before = hostsnapshot.take() if stops else None
         # A reused stack gets the images of the sources as they are (rebuilt only if changed).
-        state = starting.with_current_images(existing) if existing else starting.up(brokers=1)
+        state = (
+            starting.with_current_images(existing)
+            if existing
+            else starting.up(brokers=1, object_store=True)
+        )
     yield state
     if stops:
         left = shared.stop_stack(state, before)

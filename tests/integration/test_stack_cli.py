@@ -98,7 +98,11 @@ def test_missing_java_is_one_line_error_even_when_cached(tmp_path: Path) -> None
 
 def _shape(stack: devstack.StackState) -> list[str]:
     """The options of `rillet dev up` that describe this stack (another shape restarts it)."""
-    return [f"--brokers={stack.kafka_brokers}", "--node" if stack.node else "--no-node"]
+    return [
+        f"--brokers={stack.kafka_brokers}",
+        "--node" if stack.node else "--no-node",
+        "--object-store" if stack.object_store else "--no-object-store",
+    ]
 
 
 def test_up_reuses_running_stack(stack: devstack.StackState) -> None:
