@@ -23,9 +23,6 @@ Test plan:
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -34,11 +31,11 @@ import pytest
 
 from rillet_devstack import stack as devstack
 
+from . import nodes
 from .conftest import Kube
 from .polling import wait_for
 
-RILLET = [sys.executable, "-m", "rillet.cli"]
-NODE_2 = "rillet-node-2"
+NODE_2 = nodes.NODE_2
 RUNTIME = "rillet/spark-runtime:0.1.0"  # as examples/*.yaml name it
 # The controller marks a node NotReady 50 s (--node-monitor-grace-period) after its last
 # heartbeat, checked every 5 s; the kubelet renews its Lease every 10 s.
@@ -92,27 +89,11 @@ if args.get("s3"):
 """
 
 
-def _rillet(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*RILLET, *args],
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def two_nodes(stack: devstack.StackState, runtime_image: str) -> devstack.StackState:
     """The shared stack with (at least) two nodes; the runtime image puts the module in the
     node's xdist group: no other test's pods run meanwhile on the node this one stops."""
-    grown = _rillet("dev", "up", "--nodes", "2")
-    assert grown.returncode == 0, grown.stderr
-    state = devstack.running()
-    assert state is not None
-    assert [n.name for n in state.extra_nodes if n.running][:1] == [NODE_2], state.extra_nodes
-    return state
+    return nodes.grow_to_two()
 
 
 def _node(kube: Kube, name: str) -> dict[str, Any]:
@@ -159,18 +140,18 @@ def _running_pod(kube: Kube, namespace: str, name: str, timeout: float = 120) ->
 def test_both_nodes_ready_and_listed_with_their_pods(
     two_nodes: devstack.StackState, kube: Kube, namespace: str
 ) -> None:
-    nodes = {name: _node(kube, name) for name in ("rillet-node", NODE_2)}
+    found = {name: _node(kube, name) for name in ("rillet-node", NODE_2)}
     _apply(kube, namespace, _serve("on-two", NODE_2))
     pod = _running_pod(kube, namespace, "on-two")
 
-    status = _rillet("dev", "status", timeout=120)
+    status = nodes.rillet("dev", "status", timeout=120)
 
-    assert {name: _ready(found) for name, found in nodes.items()} == {
+    assert {name: _ready(node) for name, node in found.items()} == {
         "rillet-node": "True",
         NODE_2: "True",
     }
-    assert not nodes[NODE_2]["spec"].get("taints")
-    addresses = [a["address"] for a in nodes[NODE_2]["status"]["addresses"]]
+    assert not found[NODE_2]["spec"].get("taints")
+    addresses = [a["address"] for a in found[NODE_2]["status"]["addresses"]]
     assert "10.99.2.2" in addresses
     assert pod["spec"]["nodeName"] == NODE_2
     assert pod["status"]["podIP"].startswith("10.244.1.")
@@ -236,13 +217,13 @@ def test_node_2_stopped_as_a_crash_goes_not_ready_and_comes_back(
     namespace: str,
     measurement: Callable[[str], None],
 ) -> None:
-    refused = _rillet("dev", "node", "stop", "rillet-node", timeout=60)
+    refused = nodes.rillet("dev", "node", "stop", "rillet-node", timeout=60)
     assert refused.returncode == 1
     assert "rillet-node is node 1" in refused.stderr
     assert _ready(_node(kube, "rillet-node")) == "True"
 
     stopped_at = time.monotonic()
-    stop = _rillet("dev", "node", "stop", NODE_2, timeout=60)
+    stop = nodes.rillet("dev", "node", "stop", NODE_2, timeout=60)
     assert stop.returncode == 0, stop.stderr
     wait_for(
         lambda: _ready(_node(kube, NODE_2)) != "True",
@@ -251,14 +232,14 @@ def test_node_2_stopped_as_a_crash_goes_not_ready_and_comes_back(
         what=f"{NODE_2} NotReady after its crash",
     )
     not_ready = time.monotonic() - stopped_at
-    status = _rillet("dev", "status", timeout=120)
+    status = nodes.rillet("dev", "status", timeout=120)
     assert any(
         line.startswith(f"node {NODE_2} 10.99.2.2 Ready=") and line.endswith(" stopped")
         for line in status.stderr.splitlines()
     ), status.stderr
 
     started_at = time.monotonic()
-    start = _rillet("dev", "node", "start", NODE_2, timeout=300)
+    start = nodes.rillet("dev", "node", "start", NODE_2, timeout=300)
     assert start.returncode == 0, start.stderr
     wait_for(
         lambda: _ready(_node(kube, NODE_2)) == "True",
