@@ -8,7 +8,8 @@ below, at the SDK release hadoop-aws names: those S3AFileSystem loads as it init
 netty-nio-client, which only the transfer manager's async client loads, for copyFromLocalFile.
 Without it RocksDB's snapshot upload fails a minute into a query. What these modules depend on
 beyond each other, pyspark/jars has (netty, httpclient, commons-codec, slf4j), so the jars are
-copied without resolving their POMs.
+copied without resolving their POMs. sts (STS, 0.5 MB) is there for EKS's IRSA only: its
+web-identity credentials provider loads it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ SDK_MODULES: Final = (
     *("aws-xml-protocol", "aws-query-protocol", "protocol-core", "json-utils", "http-client-spi"),
     *("checksums", "checksums-spi", "retries", "retries-spi", "profiles", "http-auth-spi"),
     *("http-auth", "identity-spi", "metrics-spi", "endpoints-spi", "annotations", "utils-lite"),
+    "sts",
 )
 
 # hadoop-aws, the SDK modules, the accelerated input stream Hadoop 3.5 loads at initialisation

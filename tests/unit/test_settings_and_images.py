@@ -88,6 +88,8 @@ def test_s3a_jars_are_sdk_modules_with_the_late_failing_ones() -> None:
     assert ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3") in artifacts
     assert ("org.apache.spark", "spark-hadoop-cloud_2.13") in artifacts
     assert (sdk, "bundle") not in artifacts
-    # One release of the SDK; 32 jars for S3A itself and Spark's cloud integration.
+    # STS: EKS's IRSA (web identity) credentials, as the checkpoint's docs say.
+    assert (sdk, "sts") in artifacts
+    # One release of the SDK: 32 jars for S3A itself, STS and Spark's cloud integration.
     assert {v for g, _, v in s3ajars.ARTIFACTS if g == sdk} == {"2.35.4"}
-    assert len(artifacts) == 33
+    assert len(artifacts) == 34
