@@ -17,16 +17,15 @@ Test plan:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from rillet.reconcile import manifests, runresolving, sparkdefaults
+from rillet.reconcile import sparkdefaults
 from rillet.reconcile.appobjects import building, contexts, pods, sparkconfs
+from tests.unit import wordcount_inputs
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
 ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
 BUCKET = "s3a://rillet/apps/wc"
 S3A_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
@@ -34,21 +33,7 @@ KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
 def _context(**spec: Any) -> contexts.AppContext:
-    documents = list(yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8")))
-    for document in documents:
-        if document["kind"] == "App":
-            document["metadata"] |= {"namespace": "team", "uid": "u-1", "generation": 1}
-            document["spec"] |= spec
-    found = manifests.parse_manifests(documents)
-    app = found.apps["wordcount"]
-    run_spec = runresolving.build_run_spec(
-        app,
-        topics_by_name=found.topics,
-        tables_by_name=found.tables,
-        bootstrap_servers="kafka:9092",
-        checkpoint_location="/operator/default",
-    )
-    return contexts.build_context(app, run_spec, ENV)
+    return contexts.build_context(*wordcount_inputs.inputs(**spec), ENV)
 
 
 def _objects(**spec: Any) -> building.AppObjects:
