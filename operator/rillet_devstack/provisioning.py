@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rillet.runtime.jvm import JAR, SOURCES
-from rillet_devstack import gobuilding, paths, reporting, versions
+from rillet_devstack import gobuilding, paths, reporting, s3ajars, versions
 from rillet_devstack.commands import run_logged
 
 COMPLETE_MARKER = ".complete"
@@ -213,11 +213,20 @@ SPARK_KAFKA_ARTIFACTS = (
 )
 
 
-def fetch_spark_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """The Spark-Kafka connector jars, copied without resolving their POMs' dependencies."""
-    artifacts = SPARK_KAFKA_ARTIFACTS
+def _maven_copy(artifacts: Sequence[tuple[str, str, str]], target: Path, scratch: Path) -> None:
+    """Copy exactly these jars into target/libs, resolving none of their POMs' dependencies."""
     (scratch / "pom.xml").write_text(maven_copy_pom(artifacts, target / "libs"))
     run_logged(["mvn", "-B", "-q", "dependency:copy"], cwd=scratch, log=target / "fetch.log")
+
+
+def fetch_spark_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
+    """The Spark-Kafka connector jars."""
+    _maven_copy(SPARK_KAFKA_ARTIFACTS, target, scratch)
+
+
+def fetch_spark_s3a(scratch: Path, target: Path, progress: reporting.Progress) -> None:
+    """The S3A jars (s3a:// paths in Spark)."""
+    _maven_copy(s3ajars.ARTIFACTS, target, scratch)
 
 
 SPARK_CLASSES_FILE = "driver.jsa"
@@ -304,6 +313,12 @@ LOCAL_PATH = Artefact(
 SEAWEEDFS = Artefact("seaweedfs", versions.SEAWEEDFS, ("go",), gobuilding.build_seaweedfs)
 KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
+SPARK_S3A = Artefact(
+    "spark-s3a",
+    f"{versions.HADOOP}-sdk{versions.AWS_SDK}-cloud{versions.SPARK_HADOOP_CLOUD}",
+    ("mvn", "java"),
+    fetch_spark_s3a,
+)
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
 SPARK_CLASSES = Artefact(
     "spark-classes",
@@ -321,6 +336,7 @@ KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch
 ALL = (
     KAFKA,
     SPARK_KAFKA,
+    SPARK_S3A,
     RILLET_SPARK,
     SPARK_CLASSES,
     ETCD,

@@ -1,4 +1,5 @@
-"""Spark with its Kafka connector: the jars pyspark lacks, and a session configured with them.
+"""Spark with its Kafka connector and S3A: the jars pyspark lacks, and a session configured
+with them.
 
 The jars come from the cache (`spark.jars`), never from `spark.jars.packages`, which resolves
 again in every JVM through Ivy and ignores the Maven setup of the machine.
@@ -20,10 +21,13 @@ if TYPE_CHECKING:
 
 def spark_jars() -> list[Path]:
     """The jars Spark needs beyond pyspark's, provisioned into the cache if missing: the
-    Kafka connector's, and Rillet's own (runtime.jvm)."""
-    directory = provisioning.provision(provisioning.SPARK_KAFKA)
+    Kafka connector's, S3A's (s3a:// checkpoints, as in the runtime image) and Rillet's own
+    (runtime.jvm). In local mode the executors share the driver's JVM, whose Hadoop FileSystem
+    finds S3A through spark.jars."""
+    connector = provisioning.provision(provisioning.SPARK_KAFKA) / "libs"
+    s3a = provisioning.provision(provisioning.SPARK_S3A) / "libs"
     rillet = provisioning.provision(provisioning.RILLET_SPARK) / jvm.JAR
-    return [*sorted((directory / "libs").glob("*.jar")), rillet]
+    return [*sorted(connector.glob("*.jar")), *sorted(s3a.glob("*.jar")), rillet]
 
 
 def class_archive() -> Path | None:

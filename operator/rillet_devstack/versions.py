@@ -28,6 +28,18 @@ SPARK_COMMONS_POOL2 = "2.13.1"
 # the integration tests run the connector end to end with it.
 SPARK_TOKEN_PROVIDER = "4.0.0"
 
+# S3A (s3a:// checkpoints): hadoop-aws at the Hadoop client pyspark ships (a unit test reads it
+# from pyspark/jars), with the AWS SDK v2 modules its POM names at that release instead of the
+# SDK's 686 MB `bundle`, and the accelerated input stream Hadoop 3.5 loads at initialisation.
+HADOOP = "3.5.0"
+AWS_SDK = "2.35.4"
+S3_ANALYTICS_ACCELERATOR = "1.3.1"
+REACTIVE_STREAMS = "1.0.4"
+# Spark's cloud integration (AbortableStreamBasedCheckpointFileManager, the checkpoint file
+# manager without rename for S3A): 4.2.0 is not published on Maven Central (4.0.0 to 4.1.2 are).
+# 4.1.2's class extends the same AbstractFileContextBasedCheckpointFileManager of spark-sql 4.2.
+SPARK_HADOOP_CLOUD = "4.1.2"
+
 # The worker node: cluster DNS and the dynamic PVC provisioner kind ships, both from Go modules.
 COREDNS = "1.12.4"
 LOCAL_PATH_PROVISIONER = "0.0.30"

@@ -650,6 +650,35 @@ CASES: tuple[Case, ...] = (
         "spec.driver.cpu in body should match",
     ),
     Case("app-executor-cpu-float", app({"executor": {"cpu": 1.5}}), "spec.executor.cpu"),
+    # --- App: checkpoint (S3A credentials and endpoint need an s3a:// location)
+    Case(
+        "app-checkpoint-secret-on-volume",
+        app({"checkpoint": {"secretRef": {"name": "store"}}}),
+        "checkpoint.secretRef and checkpoint.endpoint apply only to an s3a:// location: set "
+        "checkpoint.location to s3a://<bucket>/<path>, or remove them",
+    ),
+    Case(
+        "app-checkpoint-endpoint-on-gs",
+        app({"checkpoint": {"location": "gs://bucket/app", "endpoint": "http://store:8333"}}),
+        "checkpoint.secretRef and checkpoint.endpoint apply only to an s3a:// location",
+    ),
+    Case(
+        "app-checkpoint-endpoint-not-a-url",
+        app({"checkpoint": {"location": "s3a://bucket/app", "endpoint": "store:8333"}}),
+        "spec.checkpoint.endpoint in body should match",
+    ),
+    Case(
+        "app-checkpoint-secret-key-slash",
+        app(
+            {
+                "checkpoint": {
+                    "location": "s3a://bucket/app",
+                    "secretRef": {"name": "store", "accessKeyIdKey": "a/b"},
+                }
+            }
+        ),
+        "spec.checkpoint.secretRef.accessKeyIdKey in body should match",
+    ),
     # --- App: trigger, sparkConf, dead letters
     Case(
         "app-trigger-two-kinds",

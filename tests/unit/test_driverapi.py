@@ -9,7 +9,9 @@ Test plan:
   image differ and which to change, and `rillet drive` writes that refusal (with its type, which
   reconcile.appstatus recognizes) to the termination log;
 - the Spark conf a driver pod runs with is the operator's, not rebuilt from the run spec, and is
-  the conf the driver built for itself before (run spec's conf, then the operator's).
+  the conf the driver built for itself before (run spec's conf, then the operator's);
+- without an operator (`rillet run`), an s3a:// checkpoint gets the App's store endpoint, which
+  the run spec does not carry, through the run options.
 """
 
 from __future__ import annotations
@@ -144,3 +146,16 @@ def test_without_an_operator_the_driver_builds_the_run_specs_conf() -> None:
     conf = driving.session_conf(spec, options)
 
     assert conf == {**sparkdefaults.build_spark_conf(spec), "spark.ui.enabled": "false"}
+
+
+def test_without_an_operator_an_s3a_checkpoint_gets_the_apps_endpoint() -> None:
+    spec = _context().run_spec.model_copy(update={"checkpoint_location": "s3a://b/wc"})
+    options = driving.RunOptions(checkpoint_endpoint="http://127.0.0.1:8333")
+
+    conf = driving.session_conf(spec, options)
+
+    assert conf["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert conf["spark.hadoop.fs.s3a.path.style.access"] == "true"
+    assert conf["spark.sql.streaming.checkpointFileManagerClass"] == (
+        sparkdefaults.S3A_CHECKPOINT_FILE_MANAGER
+    )

@@ -5,7 +5,7 @@ Test plan:
   (versions.BASE_IMAGE), install Debian's Python 3.11 (and OpenJDK 17 for the runtime), run as
   uid 10001 under tini, and install Rillet into the venv (with pyspark only in the runtime, at
   pyproject's pin); the runtime's RILLET_SPARK_JARS lists exactly the connector jars and the
-  exactly-once writer's.
+  exactly-once writer's; the S3A jars join pyspark's own, before the class archives are made.
 - the content tag changes when any input (a source file, the Dockerfile, the base image id)
   changes and only then; generated files are no input.
 - buildah's STEP lines and debootstrap's stages become progress labels, one reporter span at a
@@ -120,6 +120,17 @@ def test_runtime_jars_are_the_connector_artifacts_and_rillets_own() -> None:
     assert f"COPY --from=jvm /build/{jvm.JAR} /opt/rillet/jars/" in RUNTIME
     assert "COPY images/runtime/connector-pom.xml /build/pom.xml" in RUNTIME
     assert "COPY --from=jars /jars /opt/rillet/jars" in RUNTIME
+
+
+def test_runtime_puts_the_s3a_jars_among_pysparks() -> None:
+    # On every driver's and executor's class path (not spark.jars), from s3a-pom.xml.
+    assert "COPY images/runtime/s3a-pom.xml /build/s3a/pom.xml" in RUNTIME
+    assert "-f /build/s3a/pom.xml dependency:copy -DoutputDirectory=/s3a-jars" in RUNTIME
+    assert "COPY --from=jars /s3a-jars/ ${SPARK_HOME}/jars/" in RUNTIME
+    final_stage = RUNTIME.rsplit("\nFROM ", 1)[1]
+    # Before the class archives, which fit one class path.
+    assert final_stage.index("/s3a-jars/") < final_stage.index("spark-executor archive")
+    assert not any("s3a" in jar for jar in env_value(RUNTIME, "RILLET_SPARK_JARS").split(","))
 
 
 def test_content_tag_follows_every_input_and_nothing_else() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,7 +31,7 @@ import yaml
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
-from rillet.reconcile import manifests, naming, parallelisms, runresolving, sparkdefaults
+from rillet.reconcile import naming, parallelisms, sparkdefaults
 from rillet.reconcile.appobjects import (
     building,
     contexts,
@@ -43,32 +42,11 @@ from rillet.reconcile.appobjects import (
     rbac,
     sparkconfs,
 )
+from tests.unit import wordcount_inputs
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
 ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
-UID = "7d3c0a8e-0000-4000-8000-000000000001"
-
-
-def _documents(**spec: Any) -> list[dict[str, Any]]:
-    documents = list(yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8")))
-    for document in documents:
-        if document["kind"] == "App":
-            document["metadata"] |= {"namespace": "team", "uid": UID, "generation": 3}
-            document["spec"] |= spec
-    return documents
-
-
-def _inputs(**spec: Any) -> tuple[apps.App, runspecs.RunSpec]:
-    found = manifests.parse_manifests(_documents(**spec))
-    app = found.apps["wordcount"]
-    run_spec = runresolving.build_run_spec(
-        app,
-        topics_by_name=found.topics,
-        tables_by_name=found.tables,
-        bootstrap_servers="kafka:9092",
-        checkpoint_location="/operator/default",
-    )
-    return app, run_spec
+UID = wordcount_inputs.UID
+_inputs = wordcount_inputs.inputs
 
 
 def _objects(env: contexts.AppEnvironment = ENV, **spec: Any) -> building.AppObjects:

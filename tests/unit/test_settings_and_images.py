@@ -5,7 +5,11 @@ Test plan:
   only to the Kafka client config.
 - the namespace list is split from one comma-separated variable; it counts as listed (the
   chart grants a Role in each) only when every entry is a name, not a glob or an exclusion.
-- images/runtime/connector-pom.xml pins exactly the connector jars the local stack uses.
+- images/runtime/connector-pom.xml pins exactly the connector jars the local stack uses, and
+  images/runtime/s3a-pom.xml exactly its S3A jars.
+- hadoop-aws is the Hadoop release of pyspark's own Hadoop client jars (S3A is compiled against
+  it); the S3A set is the individual AWS SDK modules, including those that fail only late when
+  missing (netty-nio-client: RocksDB snapshot upload), never the SDK's 686 MB bundle.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rillet.settings import KafkaSettings, OperatorSettings
-from rillet_devstack import provisioning
+from rillet_devstack import provisioning, s3ajars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,3 +62,34 @@ def test_namespaces_listed_only_when_all_are_names(
 def test_runtime_image_connector_pom_matches_versions() -> None:
     expected = provisioning.maven_copy_pom(provisioning.SPARK_KAFKA_ARTIFACTS, "${outputDirectory}")
     assert (REPO / "images/runtime/connector-pom.xml").read_text() == expected
+
+
+def test_runtime_image_s3a_pom_matches_versions() -> None:
+    expected = provisioning.maven_copy_pom(s3ajars.ARTIFACTS, "${outputDirectory}")
+    assert (REPO / "images/runtime/s3a-pom.xml").read_text() == expected
+
+
+def test_hadoop_aws_is_pysparks_hadoop_release() -> None:
+    jars = provisioning.pyspark_jars()
+    assert jars is not None
+    (client,) = jars.glob("hadoop-client-api-*.jar")
+    hadoop = client.name.removeprefix("hadoop-client-api-").removesuffix(".jar")
+    versions_by_artifact = {a: v for _, a, v in s3ajars.ARTIFACTS}
+    assert versions_by_artifact["hadoop-aws"] == hadoop
+
+
+def test_s3a_jars_are_sdk_modules_with_the_late_failing_ones() -> None:
+    artifacts = {(g, a) for g, a, _ in s3ajars.ARTIFACTS}
+    sdk = "software.amazon.awssdk"
+    # Each of these is loaded by S3AFileSystem.initialize, or (netty-nio-client) by
+    # copyFromLocalFile only: a query without it fails after a minute, at its first snapshot.
+    for module in ("s3", "s3-transfer-manager", "aws-query-protocol", "netty-nio-client"):
+        assert (sdk, module) in artifacts
+    assert ("software.amazon.s3.analyticsaccelerator", "analyticsaccelerator-s3") in artifacts
+    assert ("org.apache.spark", "spark-hadoop-cloud_2.13") in artifacts
+    assert (sdk, "bundle") not in artifacts
+    # STS: EKS's IRSA (web identity) credentials, as the checkpoint's docs say.
+    assert (sdk, "sts") in artifacts
+    # One release of the SDK: 32 jars for S3A itself, STS and Spark's cloud integration.
+    assert {v for g, _, v in s3ajars.ARTIFACTS if g == sdk} == {"2.35.4"}
+    assert len(artifacts) == 34

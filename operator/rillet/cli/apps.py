@@ -157,6 +157,7 @@ def run_app(
 
     options = _local_run_options(
         app_yaml,
+        app_name=app_name,
         master=master,
         jars=jars,
         conf=conf,
@@ -226,16 +227,22 @@ def _run_overrides(
 def _local_run_options(
     app_yaml: Path,
     *,
+    app_name: str | None,
     master: str,
     jars: str,
     conf: list[str] | None,
     metrics_host: str,
     metrics_port: int | None,
 ) -> driving.RunOptions:
-    """How `rillet run` runs Spark: locally, with task retries, the jars and --conf settings."""
+    """How `rillet run` runs Spark: locally, with task retries, the jars and --conf settings,
+    and the App's object store endpoint (its checkpoint's, which the run spec does not carry)."""
     from rillet.runtime.driver import driving  # pyspark lives here: imported only to run
 
+    app = manifests.pick_app(
+        manifests.parse_manifests(cli_options.load_manifests(app_yaml)), app_name
+    )
     return driving.RunOptions(
+        checkpoint_endpoint=app.spec.checkpoint.endpoint if app.spec.checkpoint else None,
         master=localspark.local_master_with_retries(master),
         spark_conf={
             **localspark.local_spark_conf(jars=jars.split(","), master=master),

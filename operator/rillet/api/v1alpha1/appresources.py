@@ -77,10 +77,44 @@ class ExecutorResources(objects.WireModel):
 
 CheckpointLossPolicy = Literal["Stall", "Recompute", "StartFresh"]
 
+# A key of a Secret's data (what the apiserver accepts as one).
+SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
+# The URL of an S3-compatible store: scheme, host and port, nothing after.
+ENDPOINT_PATTERN = r"^https?://[^/?#\s]+/?$"
+S3A_SCHEME = "s3a://"
+
+
+class CheckpointSecretRef(objects.WireModel):
+    """A Secret in the App's namespace holding the object store's access key pair."""
+
+    name: fields.ObjectName = Field(description="The Secret's name.")
+    access_key_id_key: SecretKey = Field(
+        default="AWS_ACCESS_KEY_ID", description="The key of the Secret holding the access key id."
+    )
+    secret_access_key_key: SecretKey = Field(
+        default="AWS_SECRET_ACCESS_KEY",
+        description="The key of the Secret holding the secret access key.",
+    )
+
+
+def _s3a_settings_need_s3a(checkpoint: Checkpoint) -> bool:
+    unused = checkpoint.secret_ref is None and checkpoint.endpoint is None
+    return unused or (checkpoint.location or "").startswith(S3A_SCHEME)
+
 
 class Checkpoint(objects.WireModel):
     """Where Spark keeps the App's offsets and state between restarts, and what to do if it is
     lost."""
+
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
+        rules.Rule(
+            rule="(!has(self.secretRef) && !has(self.endpoint)) || "
+            f"(has(self.location) && self.location.startsWith('{S3A_SCHEME}'))",
+            message="checkpoint.secretRef and checkpoint.endpoint apply only to an s3a:// "
+            "location: set checkpoint.location to s3a://<bucket>/<path>, or remove them",
+            check=_s3a_settings_need_s3a,
+        ),
+    )
 
     location: Annotated[str, Field(min_length=1, max_length=1024)] | None = Field(
         default=None,
@@ -99,6 +133,24 @@ class Checkpoint(objects.WireModel):
         "their whole history (no record deleted by retention or compaction; checked at start); "
         "StartFresh starts from startingOffsets and overwrites the Table's keys as they come. "
         "Set it back to Stall once the App runs again.",
+    )
+    secret_ref: CheckpointSecretRef | None = Field(
+        default=None,
+        description="For an s3a:// location: the Secret with the store's access key pair, given "
+        "to the driver and executors as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY environment "
+        "variables (secretKeyRef: the values appear in no Rillet object or log). Leave it out "
+        "with workload identity, which needs no Secret: EKS Pod Identity or a node's instance "
+        "profile is found by S3A's default credential chain; EKS IRSA also takes sparkConf "
+        "spark.hadoop.fs.s3a.aws.credentials.provider: "
+        "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider. "
+        "(GKE Workload Identity signs Google Cloud Storage requests, not S3 ones: its S3 "
+        "interoperability takes HMAC keys in this Secret.)",
+    )
+    endpoint: Annotated[str, Field(max_length=1024, pattern=ENDPOINT_PATTERN)] | None = Field(
+        default=None,
+        description="For an s3a:// location: the URL of an S3-compatible store (MinIO, "
+        "SeaweedFS, Ceph), e.g. http://minio.storage:9000; buckets are then addressed by path "
+        "(path-style access) and TLS follows the scheme. Absent: AWS S3.",
     )
 
 

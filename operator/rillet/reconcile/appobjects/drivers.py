@@ -205,6 +205,7 @@ DRIVER_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _termination_message,
     _driver_mounts,
     _kafka_credentials_mount,
+    pods.checkpoint_credentials,
     pods.tmp_mount,
     _driver_readiness,
 )

@@ -9,7 +9,13 @@ Executors of an App with a checkpoint volume mount the driver's claim at the sam
 state stores (aggregations, joins, windows) are written by the executors under the checkpoint
 directory, next to the driver's offsets and commits. The claim is ReadWriteOnce, which a node
 grants to every pod on it, so executors are required onto the driver's node; spreading them
-over nodes takes a remote checkpoint (`spec.checkpoint.location: s3a://...`).
+over nodes takes a remote checkpoint (`spec.checkpoint.location: s3a://...`). With one, nothing
+ties an executor to a node, and they are spread over nodes (the scheduler's preference, never a
+reason to leave one pending): an App's tasks then share no node's cores unless they must.
+
+With an s3a:// checkpoint and its `secretRef`, the driver and executors get the object store's
+key pair as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, which S3A's default credential chain
+reads: as secretKeyRefs, so the values stay in the Secret, out of every object Rillet writes.
 
 Spark builds each executor pod from the template (`executor-pod-template.yaml` of the App's
 ConfigMap): it keeps the container named `spark-executor` with its command, and sets image,
@@ -86,12 +92,38 @@ def checkpoint_mount(context: contexts.AppContext) -> fragments.Fragment:
     return {"volumeMounts": [{"name": CHECKPOINT_VOLUME, "mountPath": wiring.CHECKPOINT_DIR}]}
 
 
+# The environment variables of the key pair, as S3A's default credential chain reads them
+# (the AWS SDK's EnvironmentVariableCredentialsProvider).
+ACCESS_KEY_ID_ENV: Final = "AWS_ACCESS_KEY_ID"
+SECRET_ACCESS_KEY_ENV: Final = "AWS_SECRET_ACCESS_KEY"
+
+
+def checkpoint_credentials(context: contexts.AppContext) -> fragments.Fragment:
+    """Container option: the object store's key pair from checkpoint.secretRef, if given, as
+    references to the Secret (see above)."""
+    checkpoint = context.spec.checkpoint
+    if checkpoint is None or checkpoint.secret_ref is None:
+        return {}
+    ref = checkpoint.secret_ref
+    keys = (
+        (ACCESS_KEY_ID_ENV, ref.access_key_id_key),
+        (SECRET_ACCESS_KEY_ENV, ref.secret_access_key_key),
+    )
+    return {
+        "env": [
+            {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.name, "key": key}}}
+            for name, key in keys
+        ]
+    }
+
+
 EXECUTOR_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _executor_container_name,
     hardened,
     _executor_resources,
     tmp_mount,
     checkpoint_mount,
+    checkpoint_credentials,
 )
 
 
@@ -127,6 +159,19 @@ def _driver_checkpoint_claim(context: contexts.AppContext) -> fragments.Fragment
     }
 
 
+def _spread_over_nodes(context: contexts.AppContext) -> fragments.Fragment:
+    """Executors free to run anywhere (a remote checkpoint) spread over nodes (see above)."""
+    if context.checkpoint_volume:
+        return {}
+    spread = {
+        "maxSkew": 1,
+        "topologyKey": "kubernetes.io/hostname",
+        "whenUnsatisfiable": "ScheduleAnyway",
+        "labelSelector": {"matchLabels": metadata.selector(context.name, "executor")},
+    }
+    return {"spec": {"topologySpreadConstraints": [spread]}}
+
+
 def _executor_container(context: contexts.AppContext) -> fragments.Fragment:
     return {"spec": {"containers": [fragments.build(context, EXECUTOR_CONTAINER_OPTIONS)]}}
 
@@ -137,6 +182,7 @@ EXECUTOR_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _no_api_access,
     tmp_volume,
     _driver_checkpoint_claim,
+    _spread_over_nodes,
     _executor_container,
 )
 

@@ -168,9 +168,11 @@ OWNED_OPTIONS: Final[tuple[SparkOption, ...]] = (
 
 def build_spark_conf(context: contexts.AppContext) -> SparkConf:
     """The driver's Spark conf: defaults, then the App's run conf, then what Rillet owns."""
+    checkpoint = context.spec.checkpoint
+    endpoint = checkpoint.endpoint if checkpoint else None
     conf: SparkConf = {
         **_allocation_defaults(context),
-        **sparkdefaults.build_spark_conf(context.run_spec),
+        **sparkdefaults.build_spark_conf(context.run_spec, checkpoint_endpoint=endpoint),
     }
     for option in OWNED_OPTIONS:
         conf |= option(context)

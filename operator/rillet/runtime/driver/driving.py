@@ -56,6 +56,7 @@ class RunOptions:
     python_path: Sequence[str] = ()
     stop_timeout_seconds: float = 60.0
     class_archive: Path | None = None  # the driver JVM maps it (runtime.jvm.classsharing)
+    checkpoint_endpoint: str | None = None  # the App's S3-compatible store, if it names one
 
 
 def build_session(spec: runspecs.RunSpec, run_options: RunOptions) -> SparkSession:
@@ -78,7 +79,9 @@ def session_conf(spec: runspecs.RunSpec, run_options: RunOptions) -> dict[str, s
     hold it (a driver pod's holds it as the operator built it, which is not built twice)."""
     if run_options.run_conf_included:
         return dict(run_options.spark_conf)
-    return {**sparkdefaults.build_spark_conf(spec), **run_options.spark_conf}
+    endpoint = run_options.checkpoint_endpoint
+    run_conf = sparkdefaults.build_spark_conf(spec, checkpoint_endpoint=endpoint)
+    return {**run_conf, **run_options.spark_conf}
 
 
 def local_workers_run_this_python() -> None:

@@ -1,0 +1,41 @@
+"""The word-count example as the reconcile receives it: the App (in namespace team, with a uid
+and a generation, its spec changed as a test says) and its run spec, for the tests that build
+an App's objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rillet.api.v1alpha1 import apps
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests, runresolving
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+UID = "7d3c0a8e-0000-4000-8000-000000000001"
+
+
+def documents(**spec: Any) -> list[dict[str, Any]]:
+    """examples/wordcount.yaml, the App's spec updated with `spec`."""
+    found = list(yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8")))
+    for document in found:
+        if document["kind"] == "App":
+            document["metadata"] |= {"namespace": "team", "uid": UID, "generation": 3}
+            document["spec"] |= spec
+    return found
+
+
+def inputs(**spec: Any) -> tuple[apps.App, runspecs.RunSpec]:
+    """The App and its run spec (checkpoint by default where the operator keeps it)."""
+    found = manifests.parse_manifests(documents(**spec))
+    app = found.apps["wordcount"]
+    run_spec = runresolving.build_run_spec(
+        app,
+        topics_by_name=found.topics,
+        tables_by_name=found.tables,
+        bootstrap_servers="kafka:9092",
+        checkpoint_location="/operator/default",
+    )
+    return app, run_spec
