@@ -457,3 +457,50 @@ def test_a_refusal_says_what_the_apiserver_said() -> None:
     assert applying.refusal_message(error) == 'StatefulSet "x" is invalid: spec: Forbidden'
     plain = ApiException(status=403, reason="Forbidden", body="not json")
     assert applying.refusal_message(plain) == "HTTP 403 Forbidden"
+
+
+def test_executors_on_a_lost_node_are_reported_first_and_released_the_pass_after() -> None:
+    found = _wordcount()
+    lost_pod = {
+        "metadata": {"name": "wordcount-exec-2", "uid": "u2"},
+        "spec": {"nodeName": "n2"},
+        "status": {"phase": "Running"},
+    }
+    kept = {
+        "metadata": {"name": "wordcount-exec-1"},
+        "spec": {"nodeName": "n1"},
+        "status": {"phase": "Running"},
+    }
+    pods: dict[apptargets.PodKey, list[Mapping[str, Any]]] = {
+        (NAMESPACE, "wordcount", "executor"): [kept, lost_pod],
+    }
+    views = _views(found["Topic"], found["Table"])
+    lost = frozenset({"n2"})
+
+    first = apptargets.derive_pass(
+        apptargets.target_of(found["App"], views),
+        {},
+        pods,
+        history=(),
+        now=1.0,
+        at=NOW,
+        lost_nodes=lost,
+    )
+    assert first.report.status_patch["executors"]["lost"] == 1
+    assert [n.reason for n in first.report.notes if n.reason == "ExecutorsLost"] == [
+        "ExecutorsLost"
+    ]
+    assert first.released == ()  # the status says so before the pod goes
+
+    found["App"]["status"] = {"executors": {"lost": 1}}
+    second = apptargets.derive_pass(
+        apptargets.target_of(found["App"], views),
+        {},
+        pods,
+        history=(),
+        now=2.0,
+        at=NOW,
+        lost_nodes=lost,
+    )
+    assert second.released == (("wordcount-exec-2", "u2"),)
+    assert not [n for n in second.report.notes if n.reason == "ExecutorsLost"]  # told once

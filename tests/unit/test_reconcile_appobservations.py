@@ -265,3 +265,12 @@ def test_a_driver_on_a_lost_node_is_seen_so() -> None:
     pod = {**_pod(phase="Running"), "spec": {"nodeName": "n2"}}
     assert appobservations.driver_observation(pod, lost_nodes=frozenset({"n2"})).node_lost
     assert not appobservations.driver_observation(pod, lost_nodes=frozenset({"n1"})).node_lost
+
+
+def test_the_executor_pods_on_lost_nodes_are_named_with_their_uid() -> None:
+    pods = [
+        {**_executor("n2"), "metadata": {"name": "e1", "uid": "u1"}},
+        {**_executor("n2", phase="Failed"), "metadata": {"name": "e2", "uid": "u2"}},
+        {**_executor("n1"), "metadata": {"name": "e3", "uid": "u3"}},
+    ]
+    assert appobservations.lost_executor_pods(pods, lost_nodes=frozenset({"n2"})) == (("e1", "u1"),)

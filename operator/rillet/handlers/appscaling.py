@@ -11,6 +11,8 @@ and, for the settled ones (status at the current generation, not being deleted, 
 - decides each App's executor count (`reconcile.scaling.plan_executors`, with the App's
   recommendation history kept here, in memory, by uid), never above the cap the partitions set:
   a topic that grew raises the cap at the next pass;
+- deletes at once the executor pods on lost nodes whose loss the status already shows
+  (`apptargets.released_executors` says why);
 - writes the status only when it changed, conditional on the resourceVersion it read (a newer
   App is its handler's), with an Event per scaling decision that changes the count and per
   change of standing.
@@ -162,6 +164,11 @@ class AppScaler:
         )
         self._history[uid] = scaled.history
         await self._write(target.body, scaled.report)
+        if scaled.released:
+            log.info(
+                "App %s/%s: deleting executor pods on lost nodes: %s", *target.key, scaled.released
+            )
+            await self._deps.kube.force_delete_pods(target.key[0], scaled.released)
 
     async def _write(self, body: Mapping[str, Any], report: notes.Report) -> None:
         meta = body["metadata"]

@@ -221,6 +221,19 @@ class AppKube:
         """Delete the objects at `paths`; one already gone is fine."""
         await asyncio.to_thread(self._delete_all, paths)
 
+    def _force_delete_pods(self, namespace: str, pods: Sequence[tuple[str, str]]) -> None:
+        for name, uid in pods:
+            body = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+            try:
+                self._call("DELETE", object_path("v1", "Pod", namespace, name), body=body)
+            except ApiException as error:
+                if error.status not in (404, 409):  # gone, or another pod of that name now
+                    raise
+
+    async def force_delete_pods(self, namespace: str, pods: Sequence[tuple[str, str]]) -> None:
+        """Delete the pods (name, uid) without waiting for their kubelet to confirm."""
+        await asyncio.to_thread(self._force_delete_pods, namespace, pods)
+
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The Secret, None if there is none."""
         return await asyncio.to_thread(self._get, object_path("v1", "Secret", namespace, name))

@@ -106,7 +106,7 @@ def lost_executors_note(
     if not lost or before:
         return ()
     message = (
-        f"{lost} executor(s) lost with their node (not Ready): Spark runs their tasks again on "
-        "the executors left and on new ones, within the cap"
+        f"{lost} executor(s) lost with their node (not Ready): their pods are deleted, and "
+        "Spark runs their tasks again on the executors left and on new ones, within the cap"
     )
     return (notes.Note("Warning", EXECUTORS_LOST, message),)

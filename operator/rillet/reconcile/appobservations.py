@@ -329,12 +329,20 @@ def executors_by_node(
 def count_lost_executors(pods: Iterable[Mapping[str, Any]], *, lost_nodes: Collection[str]) -> int:
     """Executor pods on a node lost that have not ended: Spark has lost them, and Kubernetes
     keeps them (Terminating, once evicted) until that node returns or is known to be down."""
-    ended = ("Succeeded", "Failed")
-    return sum(
-        1
-        for pod in pods
-        if _node_of(pod) in lost_nodes and (pod.get("status") or {}).get("phase") not in ended
-    )
+    return len(lost_executor_pods(pods, lost_nodes=lost_nodes))
+
+
+def lost_executor_pods(
+    pods: Iterable[Mapping[str, Any]], *, lost_nodes: Collection[str]
+) -> tuple[tuple[str, str], ...]:
+    """The (name, uid) of the executor pods `count_lost_executors` counts."""
+    found = []
+    for pod in pods:
+        ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        if _node_of(pod) in lost_nodes and not ended:
+            meta = pod.get("metadata") or {}
+            found.append((str(meta.get("name")), str(meta.get("uid"))))
+    return tuple(found)
 
 
 def lost_nodes(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:

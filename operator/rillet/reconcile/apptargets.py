@@ -202,10 +202,29 @@ def observe(
 
 @dataclass(frozen=True)
 class Pass:
-    """What a scaling pass concluded about one App, and the history for its next pass."""
+    """What a scaling pass concluded about one App, and the history for its next pass.
+    `released`: the (name, uid) of executor pods to delete at once (`released_executors`)."""
 
     report: notes.Report
     history: tuple[scaling.Recommendation, ...]
+    released: tuple[tuple[str, str], ...] = ()
+
+
+def released_executors(
+    target: Target,
+    pods: Mapping[PodKey, list[Mapping[str, Any]]],
+    lost_nodes: frozenset[str],
+) -> tuple[tuple[str, str], ...]:
+    """The executor pods on lost nodes to delete at once, once the App's status has said they
+    are lost (a pass earlier): Spark counts such a pod as running for as long as it exists, and
+    it exists (Terminating) until its node returns, so no executor would replace it. Deleting it
+    is safe where deleting a driver is not: Spark has given its tasks to others, and a zombie
+    executor's open transactions are fenced by their successors."""
+    if not ((target.body.get("status") or {}).get("executors") or {}).get("lost"):
+        return ()
+    namespace, name = target.key
+    executors = pods.get((namespace, name, "executor"), [])
+    return appobservations.lost_executor_pods(executors, lost_nodes=lost_nodes)
 
 
 def derive_pass(
@@ -241,4 +260,8 @@ def derive_pass(
         + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
         + appnotes.lost_executors_note(previous, observation)
     )
-    return Pass(notes.Report(statuses.merge_patch(previous, status), posted), decision.history)
+    return Pass(
+        notes.Report(statuses.merge_patch(previous, status), posted),
+        decision.history,
+        released_executors(target, pods, lost_nodes),
+    )
