@@ -161,10 +161,14 @@ def remove_all(state: stack.StackState) -> None:
     """Take every extra node off the host (its pods deleted already, so CNI DEL ran): daemons
     stopped, Node object deleted, then netns, cgroups and files."""
     core = controlplane.core_api(ControlPlaneLayout(state.kubeconfig.parent))
+    failures = []
     for recorded in list(state.extra_nodes):
         extra = extranodes.extra_node(recorded.index)
         layout = _layout(state, recorded.index)
-        extranoderunning.stop(extra, layout)
+        try:
+            extranoderunning.stop(extra, layout)
+        except RuntimeError as error:  # a process that outlives SIGKILL: the rest still goes
+            failures.append(f"{extra.spec.name}: {error}")
         try:
             if core is not None:
                 core.delete_node(extra.spec.name, _request_timeout=10)
@@ -172,3 +176,5 @@ def remove_all(state: stack.StackState) -> None:
             pass
         extranoderunning.remove(extra, layout)
         state.extra_nodes.remove(recorded)
+    if failures:
+        raise RuntimeError("; ".join(failures))

@@ -40,12 +40,13 @@ class ObjectStoreState(BaseModel):
     sockets: list[Path] = []
 
     def environment(self) -> dict[str, str]:
-        """What `rillet dev env` prints for it: the endpoint, the bucket and the key."""
+        """What `rillet dev env` prints for it: the endpoint, the bucket and the key (under
+        names of its own: `eval "$(rillet dev env)"` must not replace a user's AWS keys)."""
         return {
             "RILLET_S3_ENDPOINT": self.endpoint,
             "RILLET_S3_BUCKET": self.bucket,
-            ACCESS_KEY_ID: self.access_key,
-            SECRET_ACCESS_KEY: self.secret_key,
+            "RILLET_S3_ACCESS_KEY_ID": self.access_key,
+            "RILLET_S3_SECRET_ACCESS_KEY": self.secret_key,
         }
 
 
@@ -163,7 +164,7 @@ def credentials_secret(*, access_key: str, secret_key: str) -> dict[str, Any]:
     """The Secret with the stack's key, in namespace default. A Secret is read from its Pod's
     own namespace: an App elsewhere needs a copy, made from `rillet dev env`'s values
     (`kubectl create secret generic rillet-objectstore -n <namespace>
-    --from-literal=AWS_ACCESS_KEY_ID=$AWS_ACCESS_KEY_ID --from-literal=...`)."""
+    --from-literal=AWS_ACCESS_KEY_ID=$RILLET_S3_ACCESS_KEY_ID --from-literal=...`)."""
 
     def encoded(value: str) -> str:
         return base64.b64encode(value.encode()).decode()

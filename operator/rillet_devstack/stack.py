@@ -152,8 +152,12 @@ def describe_nodes(state: StackState) -> list[str]:
     nodes = [(state.node.name, state.node.address, False)]
     nodes += [(extra.name, extra.address, not extra.running) for extra in state.extra_nodes]
     lines = []
+    registered = {node.metadata.name: node for node in core.list_node().items}
     for name, address, stopped in nodes:
-        found = core.read_node(name)
+        found = registered.get(name)
+        if found is None:  # its start failed before its kubelet registered it
+            lines.append(f"node {name} {address} not registered{' stopped' if stopped else ''}")
+            continue
         conditions = found.status.conditions or []
         ready = next((c.status for c in conditions if c.type == "Ready"), "Unknown")
         lines.append(f"node {name} {address} Ready={ready}{' stopped' if stopped else ''}")

@@ -37,6 +37,7 @@ def stop(state: stack.StackState) -> list[str]:
     """Stop the stack's processes and sweep the host; the names of those that were running."""
     stopped: list[str] = []
     by_name = {record.name: record for record in state.processes}
+    left_behind: RuntimeError | None = None
 
     def stop(name: str) -> None:
         record = by_name.pop(name, None)
@@ -48,7 +49,10 @@ def stop(state: stack.StackState) -> list[str]:
         # No new pods may start while the running ones are taken down with their networks.
         stop("kube-scheduler")
         _delete_pods(state, ControlPlaneLayout(state.kubeconfig.parent))
-        nodegrowing.remove_all(state)
+        try:
+            nodegrowing.remove_all(state)
+        except RuntimeError as error:  # raised once node 1 and the rest are stopped too
+            left_behind = error
         for name in ("kubelet", "kube-proxy", "coredns", "local-path-provisioner"):
             stop(name)
         containerd = by_name.get("containerd")
@@ -62,6 +66,8 @@ def stop(state: stack.StackState) -> list[str]:
         stop(record.name)
     if state.node is not None:
         _clean_host(state.node)
+    if left_behind is not None:
+        raise left_behind
     return stopped
 
 

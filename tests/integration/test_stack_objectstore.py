@@ -42,8 +42,8 @@ from .polling import wait_for
 STORE_VARIABLES = (
     "RILLET_S3_ENDPOINT",
     "RILLET_S3_BUCKET",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
+    "RILLET_S3_ACCESS_KEY_ID",
+    "RILLET_S3_SECRET_ACCESS_KEY",
 )
 
 
@@ -81,8 +81,8 @@ def client(endpoint: str, access_key: str, secret_key: str) -> Minio:
 def env_client(env: dict[str, str], *, access_key: str = "", secret_key: str = "") -> Minio:
     return client(
         env["RILLET_S3_ENDPOINT"],
-        access_key or env["AWS_ACCESS_KEY_ID"],
-        secret_key or env["AWS_SECRET_ACCESS_KEY"],
+        access_key or env["RILLET_S3_ACCESS_KEY_ID"],
+        secret_key or env["RILLET_S3_SECRET_ACCESS_KEY"],
     )
 
 
@@ -153,8 +153,8 @@ def test_secret_holds_the_key_a_client_can_use(kube: Kube, store_env: dict[str, 
     data = {key: base64.b64decode(value).decode() for key, value in found["data"].items()}
 
     assert data == {
-        "AWS_ACCESS_KEY_ID": store_env["AWS_ACCESS_KEY_ID"],
-        "AWS_SECRET_ACCESS_KEY": store_env["AWS_SECRET_ACCESS_KEY"],
+        "AWS_ACCESS_KEY_ID": store_env["RILLET_S3_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": store_env["RILLET_S3_SECRET_ACCESS_KEY"],
     }
     from_secret = client(
         store_env["RILLET_S3_ENDPOINT"], data["AWS_ACCESS_KEY_ID"], data["AWS_SECRET_ACCESS_KEY"]
@@ -213,8 +213,8 @@ def test_a_pod_on_the_node_reaches_the_store(
         unsigned = f"{store_env['RILLET_S3_ENDPOINT']}/{bucket}/{name}"
         kube.kubectl(
             *("create", "secret", "generic", "rillet-objectstore", "-n", namespace),
-            f"--from-literal=AWS_ACCESS_KEY_ID={store_env['AWS_ACCESS_KEY_ID']}",
-            f"--from-literal=AWS_SECRET_ACCESS_KEY={store_env['AWS_SECRET_ACCESS_KEY']}",
+            f"--from-literal=AWS_ACCESS_KEY_ID={store_env['RILLET_S3_ACCESS_KEY_ID']}",
+            f"--from-literal=AWS_SECRET_ACCESS_KEY={store_env['RILLET_S3_SECRET_ACCESS_KEY']}",
         )
         pod = _pod(runtime_image, [signed, unsigned])
         kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(pod))
@@ -232,6 +232,6 @@ def test_a_pod_on_the_node_reaches_the_store(
     assert logs.splitlines() == [
         "body: hello pod",
         "unsigned: 403",
-        f"key id: {store_env['AWS_ACCESS_KEY_ID']}",
-        f"secret length: {len(store_env['AWS_SECRET_ACCESS_KEY'])}",
+        f"key id: {store_env['RILLET_S3_ACCESS_KEY_ID']}",
+        f"secret length: {len(store_env['RILLET_S3_SECRET_ACCESS_KEY'])}",
     ]

@@ -459,33 +459,32 @@ def test_a_refusal_says_what_the_apiserver_said() -> None:
     assert applying.refusal_message(plain) == "HTTP 403 Forbidden"
 
 
+def _pods_on(driver_node: str) -> dict[apptargets.PodKey, list[Mapping[str, Any]]]:
+    def pod(name: str, node: str, uid: str) -> dict[str, Any]:
+        meta = {"name": name, "uid": uid}
+        return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+
+    return {
+        (NAMESPACE, "wordcount", "driver"): [pod("wordcount-driver-0", driver_node, "u0")],
+        (NAMESPACE, "wordcount", "executor"): [
+            pod("wordcount-exec-1", "n1", "u1"),
+            pod("wordcount-exec-2", "n2", "u2"),
+        ],
+    }
+
+
 def test_executors_on_a_lost_node_are_reported_first_and_released_the_pass_after() -> None:
     found = _wordcount()
-    lost_pod = {
-        "metadata": {"name": "wordcount-exec-2", "uid": "u2"},
-        "spec": {"nodeName": "n2"},
-        "status": {"phase": "Running"},
-    }
-    kept = {
-        "metadata": {"name": "wordcount-exec-1"},
-        "spec": {"nodeName": "n1"},
-        "status": {"phase": "Running"},
-    }
-    pods: dict[apptargets.PodKey, list[Mapping[str, Any]]] = {
-        (NAMESPACE, "wordcount", "executor"): [kept, lost_pod],
-    }
     views = _views(found["Topic"], found["Table"])
     lost = frozenset({"n2"})
 
-    first = apptargets.derive_pass(
-        apptargets.target_of(found["App"], views),
-        {},
-        pods,
-        history=(),
-        now=1.0,
-        at=NOW,
-        lost_nodes=lost,
-    )
+    def scaled() -> apptargets.Pass:
+        target = apptargets.target_of(found["App"], views)
+        return apptargets.derive_pass(
+            target, {}, _pods_on("n1"), history=(), now=1.0, at=NOW, lost_nodes=lost
+        )
+
+    first = scaled()
     assert first.report.status_patch["executors"]["lost"] == 1
     assert [n.reason for n in first.report.notes if n.reason == "ExecutorsLost"] == [
         "ExecutorsLost"
@@ -493,14 +492,18 @@ def test_executors_on_a_lost_node_are_reported_first_and_released_the_pass_after
     assert first.released == ()  # the status says so before the pod goes
 
     found["App"]["status"] = {"executors": {"lost": 1}}
-    second = apptargets.derive_pass(
-        apptargets.target_of(found["App"], views),
-        {},
-        pods,
-        history=(),
-        now=2.0,
-        at=NOW,
-        lost_nodes=lost,
-    )
+    second = scaled()
     assert second.released == (("wordcount-exec-2", "u2"),)
     assert not [n for n in second.report.notes if n.reason == "ExecutorsLost"]  # told once
+
+
+def test_executors_lost_with_their_driver_are_not_released() -> None:
+    found = _wordcount()
+    found["App"]["status"] = {"executors": {"lost": 1}}
+    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    # The driver on the lost node too (as a checkpoint volume's executors always are): the
+    # App waits for its driver, and new executors could start nowhere else.
+    scaled = apptargets.derive_pass(
+        target, {}, _pods_on("n2"), history=(), now=1.0, at=NOW, lost_nodes=frozenset({"n2"})
+    )
+    assert scaled.released == ()

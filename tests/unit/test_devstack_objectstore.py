@@ -103,10 +103,10 @@ def test_env_of_a_stack_with_the_store_says_how_to_reach_it() -> None:
 
     assert env["RILLET_S3_ENDPOINT"] == "http://10.99.0.1:41001"
     assert env["RILLET_S3_BUCKET"] == "rillet"
-    assert env["AWS_ACCESS_KEY_ID"] == "AK"
-    assert env["AWS_SECRET_ACCESS_KEY"] == "SK"
+    assert env["RILLET_S3_ACCESS_KEY_ID"] == "AK"
+    assert env["RILLET_S3_SECRET_ACCESS_KEY"] == "SK"
     assert "SK" not in repr(store)
-    assert not {"RILLET_S3_ENDPOINT", "AWS_ACCESS_KEY_ID"} & set(_stack(None).environment())
+    assert not {"RILLET_S3_ENDPOINT", "RILLET_S3_ACCESS_KEY_ID"} & set(_stack(None).environment())
 
 
 def test_recorded_store_survives_the_state_file() -> None:

@@ -233,9 +233,10 @@ def _node(name: str, ready: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, **_ready(ready)}
 
 
-def test_nodes_whose_ready_condition_is_not_true_are_lost() -> None:
+def test_nodes_whose_kubelet_stopped_reporting_are_lost() -> None:
+    # Unknown: no kubelet reports (down or cut off). False: its kubelet reports, and is in charge.
     nodes = [_node("n1", "True"), _node("n2", "Unknown"), _node("n3", "False")]
-    assert appobservations.lost_nodes(nodes) == {"n2", "n3"}
+    assert appobservations.lost_nodes(nodes) == {"n2"}
     # A node registering, with no Ready condition yet, is not lost: nothing ran there.
     assert appobservations.lost_nodes([{"metadata": {"name": "new"}, "status": {}}]) == set()
 

@@ -35,6 +35,7 @@ from rillet.reconcile import (
 )
 
 log = logging.getLogger(__name__)
+_NODE_PROBLEMS_SAID: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,10 @@ async def lost_nodes(kube: applying.AppKube) -> frozenset[str]:
     try:
         return appobservations.lost_nodes(await kube.nodes())
     except Exception as error:  # a status without node news beats no status
-        log.debug("reading nodes failed: %s", applying.describe(error))
+        said = applying.describe(error)
+        if said not in _NODE_PROBLEMS_SAID:  # once each: it repeats every pass
+            _NODE_PROBLEMS_SAID.add(said)
+            log.warning("reading nodes failed, lost nodes go unseen: %s", said)
         return frozenset()
 
 

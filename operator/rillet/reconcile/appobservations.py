@@ -346,12 +346,13 @@ def lost_executor_pods(
 
 
 def lost_nodes(nodes: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The nodes whose Ready condition is not True: their kubelet stopped reporting (Unknown:
-    down, or cut off, which the control plane cannot tell apart) or reports them unfit (False)."""
+    """The nodes whose Ready condition is Unknown: their kubelet stopped reporting (down, or cut
+    off, which the control plane cannot tell apart). A node Ready False is not lost: its kubelet
+    reports, and runs or stops its pods itself."""
     lost = set()
     for node in nodes:
         found = (node.get("status") or {}).get("conditions") or ()
         ready = [c for c in found if c.get("type") == "Ready"]
-        if ready and ready[0].get("status") != "True":
+        if ready and ready[0].get("status") == "Unknown":
             lost.add(str((node.get("metadata") or {}).get("name")))
     return frozenset(lost)

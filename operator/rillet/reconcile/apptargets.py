@@ -181,7 +181,7 @@ def observe(
     driver = driver_pod(target, pods)
     executors = pods.get((namespace, name, "executor"), [])
     progress = reports.read_progress(driver)
-    lost = lost_nodes
+    lost = lost_nodes  # short: it is passed five times below
     return appobservations.AppObservation(
         generation=target.body["metadata"].get("generation"),
         driver=appobservations.driver_observation(driver, lost_nodes=lost) if driver else None,
@@ -219,8 +219,13 @@ def released_executors(
     are lost (a pass earlier): Spark counts such a pod as running for as long as it exists, and
     it exists (Terminating) until its node returns, so no executor would replace it. Deleting it
     is safe where deleting a driver is not: Spark has given its tasks to others, and a zombie
-    executor's open transactions are fenced by their successors."""
+    executor's open transactions are fenced by their successors. Only while the driver's node is
+    not lost: an App whose driver is lost waits for it anyway, and a checkpoint volume's executors
+    run beside the driver only (so theirs is lost with it: new ones could start nowhere else)."""
     if not ((target.body.get("status") or {}).get("executors") or {}).get("lost"):
+        return ()
+    driver = driver_pod(target, pods)
+    if driver is None or (driver.get("spec") or {}).get("nodeName") in lost_nodes:
         return ()
     namespace, name = target.key
     executors = pods.get((namespace, name, "executor"), [])

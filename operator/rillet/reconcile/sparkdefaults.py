@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
+from rillet.api.v1alpha1 import appresources
 from rillet.driverapi import runspecs
 from rillet.reconcile import naming
 
@@ -28,7 +29,6 @@ CHECKPOINT_FILE_MANAGER = (
 S3A_CHECKPOINT_FILE_MANAGER = (
     "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 )
-S3A_SCHEME = "s3a://"
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 # Task scheduling of every App (see build_spark_conf), unless its sparkConf says otherwise.
 SCHEDULING_DEFAULTS: Final[Mapping[str, str]] = {"spark.locality.wait": "0s"}
@@ -100,7 +100,7 @@ def checkpoint_store_conf(*, location: str, endpoint: str | None) -> dict[str, s
     resolve to the store) and TLS as the endpoint's scheme says. No region: S3A needs none with
     an endpoint, and finds AWS's by itself. Credentials are no setting: see
     appobjects.pods.checkpoint_credentials."""
-    if not location.startswith(S3A_SCHEME):
+    if not location.startswith(appresources.S3A_SCHEME):
         return {}
     conf = {"spark.sql.streaming.checkpointFileManagerClass": S3A_CHECKPOINT_FILE_MANAGER}
     if endpoint:
