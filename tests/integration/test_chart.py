@@ -64,7 +64,9 @@ from .polling import wait_for
 
 CHART = REPO / "charts" / "rillet"
 CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
-CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions"}
+# What the ClusterRole holds whatever the operator watches: kopf discovery, and the Nodes it
+# reads to tell an App its driver or executors are on a lost node.
+CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions", "nodes"}
 
 
 class HelmError(subprocess.CalledProcessError):

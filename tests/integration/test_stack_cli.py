@@ -195,6 +195,12 @@ def test_env_prints_the_exports_a_shell_uses(stack: devstack.StackState) -> None
             if stack.node is not None
             else []
         ),
+        # The object store's endpoint, bucket and key, when the stack runs one (make test's does).
+        *(
+            [f"export {k}={v}" for k, v in stack.object_store.environment().items()]
+            if stack.object_store is not None
+            else []
+        ),
     ]
     shell = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
     script = f'eval "$({" ".join(RILLET)} dev env)" && "{tools.kubectl()}" get --raw /version'
