@@ -8,8 +8,9 @@ start) serves the whole story, in order:
 
 - **Across nodes.** Node 2 is cordoned until the driver is bound (so the driver is on node 1),
   then opened: its executors (4 at least, up to the cap of 6: its maximum is 8) spread over both
-  nodes (their pods' `nodeName`), and the App's status counts them by node. Its checkpoint is in the bucket (listed with the store's own
-  client), and the access key is in no ConfigMap, pod spec, status, Event or log.
+  nodes (their pods' `nodeName`), and the App's status counts them by node. Its checkpoint is in
+  the bucket (listed with the store's own client), and the access key is in no ConfigMap, pod
+  spec, status, Event or log.
 - **An executor's node lost.** Node 2 is stopped as a crash would stop it, mid-stream. The loss
   is in the status (executors.lost) and an Event (ExecutorsLost); the lost executors are replaced
   on node 1, never past the cap, and the App goes on there. The Table is exact and the copy has
