@@ -1,13 +1,20 @@
 """The stack's worker nodes as the multi-node tests use them: the `rillet` command that grows
-the stack and stops and starts a node, and the nodes' names."""
+the stack and stops and starts a node, the nodes' names, and where an App's pods run."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections import Counter
+from collections.abc import Iterator
 
 from rillet_devstack import stack as devstack
+
+from .conftest import Kube
+from .objects import condition
+from .test_apps_on_node import pods, running
 
 RILLET = [sys.executable, "-m", "rillet.cli"]
 NODE_1, NODE_2 = "rillet-node", "rillet-node-2"
@@ -46,3 +53,38 @@ def start(name: str) -> None:
     """Start the node again with its state (`rillet dev node start`)."""
     started = rillet("dev", "node", "start", name, timeout=300)
     assert started.returncode == 0, started.stdout + started.stderr
+
+
+@contextlib.contextmanager
+def cordoned(kube: Kube, node: str) -> Iterator[None]:
+    kube.kubectl("cordon", node)
+    try:
+        yield
+    finally:
+        kube.kubectl("uncordon", node)
+
+
+def node_ready(kube: Kube, node: str) -> bool:
+    found = kube.api.read("node", node, None)
+    return condition(found or {}, "Ready").get("status") == "True"
+
+
+def executor_nodes(kube: Kube, namespace: str) -> Counter[str]:
+    return Counter(p["spec"].get("nodeName") for p in running(kube, namespace, "executor"))
+
+
+def live_executors(kube: Kube, namespace: str, *, left_out: str) -> int:
+    """Executor pods running or asked for (Pending), not being deleted, on nodes but `left_out`
+    (the lost node, whose pods Spark no longer counts on)."""
+    return sum(
+        1
+        for p in pods(kube, namespace, "executor")
+        if p["status"].get("phase") in ("Pending", "Running")
+        and not p["metadata"].get("deletionTimestamp")
+        and p["spec"].get("nodeName") != left_out
+    )
+
+
+def driver_node(kube: Kube, namespace: str) -> str | None:
+    found = running(kube, namespace, "driver")
+    return found[0]["spec"].get("nodeName") if found else None

@@ -24,7 +24,6 @@ start) serves the whole story, in order:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 from collections import Counter
@@ -40,10 +39,17 @@ from rillet_devstack.operating import OperatorProcess
 
 from . import nodes, test_stack_objectstore
 from .conftest import Kube
-from .objects import apply, condition, events, get, topic, wait_condition
+from .objects import apply, condition, events, get, table, topic, wait_condition
 from .polling import wait_for
 from .runtime_helpers import copied_positions, end_offsets
-from .test_apps_on_node import C1_ONLY, SMALL, pods, produce_lines, running, table_counts
+from .test_apps_on_node import (
+    C1_ONLY,
+    SMALL,
+    produce_lines,
+    running,
+    table_counts,
+    wait_table,
+)
 
 pytestmark = pytest.mark.usefixtures("operator", "two_nodes")
 
@@ -69,17 +75,13 @@ def across_nodes(
     return [
         topic(f"{prefix}-lines", namespace, partitions=PARTITIONS, deletionPolicy="Delete"),
         topic(f"{prefix}-copies", namespace, partitions=PARTITIONS, deletionPolicy="Delete"),
-        {
-            "apiVersion": "rillet.io/v1alpha1",
-            "kind": "Table",
-            "metadata": {"name": f"{prefix}-counts", "namespace": namespace},
-            "spec": {
-                "keyFormat": "string",
-                "valueFormat": "json",
-                "valueSchema": "word STRING, count BIGINT",
-                "deletionPolicy": "Delete",
-            },
-        },
+        table(
+            f"{prefix}-counts",
+            namespace,
+            keyFormat="string",
+            valueSchema="word STRING, count BIGINT",
+            deletionPolicy="Delete",
+        ),
         {
             "apiVersion": "rillet.io/v1alpha1",
             "kind": "App",
@@ -122,41 +124,6 @@ def across_nodes(
     ]
 
 
-@contextlib.contextmanager
-def _cordoned(kube: Kube, node: str) -> Iterator[None]:
-    kube.kubectl("cordon", node)
-    try:
-        yield
-    finally:
-        kube.kubectl("uncordon", node)
-
-
-def _node_ready(kube: Kube, node: str) -> bool:
-    found = kube.api.read("node", node, None)
-    return condition(found or {}, "Ready").get("status") == "True"
-
-
-def _executor_nodes(kube: Kube, namespace: str) -> Counter[str]:
-    return Counter(p["spec"].get("nodeName") for p in running(kube, namespace, "executor"))
-
-
-def _live_executors(kube: Kube, namespace: str, *, left_out: str) -> int:
-    """Executor pods running or asked for (Pending), not being deleted, on nodes but `left_out`
-    (the lost node, whose pods Spark no longer counts on)."""
-    return sum(
-        1
-        for p in pods(kube, namespace, "executor")
-        if p["status"].get("phase") in ("Pending", "Running")
-        and not p["metadata"].get("deletionTimestamp")
-        and p["spec"].get("nodeName") != left_out
-    )
-
-
-def _driver_node(kube: Kube, namespace: str) -> str | None:
-    found = running(kube, namespace, "driver")
-    return found[0]["spec"].get("nodeName") if found else None
-
-
 def _exactly_once(bootstrap: str, lines: str, copies: str) -> None:
     """Every input record is in the copy once (read_committed): no duplicate, no gap."""
     ends = end_offsets(bootstrap, lines)
@@ -179,7 +146,7 @@ def _table_is(bootstrap: str, topic_name: str, truth: Counter[str]) -> bool:
         return False
 
 
-def _batches(kube: Kube, namespace: str, app: str) -> int:
+def _batches(kube: Kube, namespace: str) -> int:
     """Batches the App's driver reported (its progress annotation), 0 before the first."""
     found = running(kube, namespace, "driver")
     if not found:
@@ -255,9 +222,9 @@ def across_app(
         endpoint=env["RILLET_S3_ENDPOINT"],
         secret="objectstore",
     )
-    with _cordoned(kube, NODE_2):
+    with nodes.cordoned(kube, NODE_2):
         apply(kube, *documents)
-        wait_for(lambda: _driver_node(kube, namespace), timeout=240, what="the driver Running")
+        wait_for(lambda: nodes.driver_node(kube, namespace), timeout=240, what="the driver Running")
     names = {
         "app": f"{kafka_prefix}-wc",
         "lines": f"{kafka_prefix}-lines",
@@ -269,7 +236,7 @@ def across_app(
     for node in (NODE_1, NODE_2):
         kube.kubectl("taint", "node", node, f"{OUT_OF_SERVICE}-", check=False)
         kube.kubectl("uncordon", node, check=False)
-    if not _node_ready(kube, NODE_2):
+    if not nodes.node_ready(kube, NODE_2):
         nodes.start(NODE_2)
 
 
@@ -278,13 +245,13 @@ def _spread_over_both_nodes(
 ) -> None:
     app = names["app"]
     wait_for(
-        lambda: set(_executor_nodes(kube, namespace)) == {NODE_1, NODE_2},
+        lambda: set(nodes.executor_nodes(kube, namespace)) == {NODE_1, NODE_2},
         timeout=240,
         what=f"executors running on both {NODE_1} and {NODE_2}",
     )
     print(
-        f"across nodes: driver on {_driver_node(kube, namespace)}, "
-        f"executors {dict(_executor_nodes(kube, namespace))}"
+        f"across nodes: driver on {nodes.driver_node(kube, namespace)}, "
+        f"executors {dict(nodes.executor_nodes(kube, namespace))}"
     )
 
     def counted_by_node() -> bool:
@@ -313,10 +280,10 @@ def _lose_an_executors_node(
     kube: Kube, namespace: str, kafka_bootstrap: str, names: Mapping[str, str], truth: Counter[str]
 ) -> None:
     app = names["app"]
-    assert _driver_node(kube, namespace) == NODE_1
-    batches = _batches(kube, namespace, app)
+    assert nodes.driver_node(kube, namespace) == NODE_1
+    batches = _batches(kube, namespace)
     truth.update(produce_lines(kafka_bootstrap, names["lines"], 60_000, seed=37))
-    wait_for(lambda: _batches(kube, namespace, app) > batches, timeout=120, what="a new batch")
+    wait_for(lambda: _batches(kube, namespace) > batches, timeout=120, what="a new batch")
     nodes.stop(NODE_2)
     stopped = time.monotonic()
 
@@ -334,8 +301,8 @@ def _lose_an_executors_node(
 
     def sampled_within_the_cap(done: Callable[[], bool]) -> Callable[[], bool]:
         def probe() -> bool:
-            live = _live_executors(kube, namespace, left_out=NODE_2)
-            seen.append(_executor_nodes(kube, namespace)[NODE_1])
+            live = nodes.live_executors(kube, namespace, left_out=NODE_2)
+            seen.append(nodes.executor_nodes(kube, namespace)[NODE_1])
             assert live <= cap, f"{live} executor pods live or asked for, past the cap {cap}"
             return done()
 
@@ -351,16 +318,16 @@ def _lose_an_executors_node(
     _exactly_once(kafka_bootstrap, names["lines"], names["copies"])
     print(f"executor's node lost: executors on {NODE_1} {min(seen)}..{max(seen)}, cap {cap}")
     nodes.start(NODE_2)
-    wait_for(lambda: _node_ready(kube, NODE_2), timeout=120, what=f"{NODE_2} Ready again")
+    wait_for(lambda: nodes.node_ready(kube, NODE_2), timeout=120, what=f"{NODE_2} Ready again")
 
 
 def _move_the_driver_to(kube: Kube, namespace: str, node: str, other: str) -> None:
-    with _cordoned(kube, other):
+    with nodes.cordoned(kube, other):
         (driver,) = running(kube, namespace, "driver")
         kube.kubectl("delete", "pod", "-n", namespace, driver["metadata"]["name"], "--wait=false")
         wait_for(
             lambda: (
-                _driver_node(kube, namespace) == node
+                nodes.driver_node(kube, namespace) == node
                 and running(kube, namespace, "driver")[0]["metadata"]["uid"]
                 != driver["metadata"]["uid"]
             ),
@@ -375,11 +342,9 @@ def _lose_the_drivers_node(
     """Stop the driver's node; the seconds from the loss to the first batch committed after it."""
     app = names["app"]
     _move_the_driver_to(kube, namespace, NODE_2, NODE_1)
-    batches = _batches(kube, namespace, app)
+    batches = _batches(kube, namespace)
     truth.update(produce_lines(kafka_bootstrap, names["lines"], 60_000, seed=38))
-    wait_for(
-        lambda: _batches(kube, namespace, app) > batches, timeout=180, what="a batch on node 2"
-    )
+    wait_for(lambda: _batches(kube, namespace) > batches, timeout=180, what="a batch on node 2")
     nodes.stop(NODE_2)
     lost_at = datetime.now(UTC)
     stalled = wait_condition(
@@ -396,18 +361,13 @@ def _lose_the_drivers_node(
         timeout=300,
         what="a batch committed by a driver on node 1",
     )
-    assert _driver_node(kube, namespace) == NODE_1
+    assert nodes.driver_node(kube, namespace) == NODE_1
     seconds = (resumed - lost_at).total_seconds()
     print(
         f"driver's node lost: DriverNodeLost after {seen_lost:.0f} s, tainted out-of-service at "
         f"{tainted:.0f} s, first batch committed on {NODE_1} {seconds:.0f} s after the loss"
     )
-    wait_for(
-        lambda: _table_is(kafka_bootstrap, names["counts"], truth),
-        timeout=600,
-        interval=5,
-        what="the Table exact after the driver moved",
-    )
+    wait_table(kafka_bootstrap, names["counts"], truth, timeout=600)
     _exactly_once(kafka_bootstrap, names["lines"], names["copies"])
     return seconds
 
@@ -422,12 +382,7 @@ def test_an_app_across_nodes_loses_neither_node_s_records(
 ) -> None:
     truth = produce_lines(kafka_bootstrap, across_app["lines"], 120_000, seed=36)
     _spread_over_both_nodes(kube, namespace, stack, across_app)
-    wait_for(
-        lambda: _table_is(kafka_bootstrap, across_app["counts"], truth),
-        timeout=600,
-        interval=5,
-        what="the Table exact",
-    )
+    wait_table(kafka_bootstrap, across_app["counts"], truth, timeout=600)
     _exactly_once(kafka_bootstrap, across_app["lines"], across_app["copies"])
     _in_the_bucket(stack, across_app, namespace)
     env = stack.environment()
