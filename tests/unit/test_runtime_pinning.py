@@ -13,6 +13,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from rillet.runtime.queries import pinning
+from rillet.tables import watermarks
 
 
 class ScriptedPins(pinning.LookupPins):
@@ -40,7 +41,7 @@ class ScriptedPins(pinning.LookupPins):
     ],
 )
 def test_a_coordinator_or_leader_moving_is_kafka_settling(code: int) -> None:
-    assert pinning.kafka_settling(KafkaException(KafkaError(code)))
+    assert watermarks.kafka_settling(KafkaException(KafkaError(code)))
 
 
 @pytest.mark.parametrize(
@@ -52,7 +53,7 @@ def test_a_coordinator_or_leader_moving_is_kafka_settling(code: int) -> None:
     ],
 )
 def test_other_errors_are_not_kafka_settling(error: BaseException) -> None:
-    assert not pinning.kafka_settling(error)
+    assert not watermarks.kafka_settling(error)
 
 
 def test_a_pin_asks_again_while_the_coordinator_loads() -> None:

@@ -22,6 +22,14 @@ LEADERSHIP_MOVING: Final = frozenset(
         KafkaError.UNKNOWN_TOPIC_OR_PART,
     }
 )
+# A group's coordinator loading its state, not known yet, or moved: Kafka's answer a moment later.
+COORDINATOR_MOVING: Final = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+    }
+)
 SETTLE_SECONDS: Final = 30.0
 
 
@@ -43,6 +51,12 @@ def error_code(error: BaseException) -> int | None:
 def leadership_moving(error: BaseException) -> bool:
     """Whether a Kafka call failed because a partition's leader is moving or not yet known."""
     return error_code(error) in LEADERSHIP_MOVING
+
+
+def kafka_settling(error: BaseException) -> bool:
+    """Whether a Kafka call failed because a group's coordinator or a partition's leader is
+    loading or moving: the same call succeeds once it has settled."""
+    return error_code(error) in COORDINATOR_MOVING | LEADERSHIP_MOVING
 
 
 def watermarks(

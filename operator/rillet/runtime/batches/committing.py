@@ -11,8 +11,10 @@ shadow.
 Not a consumer's synchronous commit: that one has no timeout and can wait forever (reported in
 confluent-kafka-python#1801), and it runs on Spark's listener thread, where a wait that never ends
 stops every later progress event, and with them lag, metrics and progress, without a line in the
-log. An admin request ends within its timeout; a failed commit is logged and the next batch
-commits again.
+log. An admin request ends within its timeout. A commit Kafka answers with a coordinator or a
+leader moving (a new group's first commit can meet NOT_COORDINATOR) is sent again for up to
+watermarks.SETTLE_SECONDS: an App whose only batch went uncommitted would show its whole input as
+lag. Any other failure is logged, and the next batch commits again.
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ from typing import Final
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from rillet.driverapi import runspecs
 from rillet.runtime.batches import progress
+from rillet.tables import watermarks
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +67,18 @@ class OffsetCommitter:
                 readers=self._readers, reported=self._reported, committed=self._committed
             )
             if plan:
-                self._commit(plan)
+                self._commit_settled(plan)
                 self._committed.update(plan)
             return plan
+
+    def _commit_settled(self, plan: Mapping[progress.TopicPartition, int]) -> None:
+        retrying = Retrying(
+            retry=retry_if_exception(watermarks.kafka_settling),
+            stop=stop_after_delay(watermarks.SETTLE_SECONDS),
+            wait=wait_exponential(multiplier=0.1, max=2),
+            reraise=True,
+        )
+        retrying(self._commit, plan)
 
     def _commit(self, plan: Mapping[progress.TopicPartition, int]) -> None:
         offsets = [

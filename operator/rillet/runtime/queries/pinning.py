@@ -31,7 +31,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
@@ -44,14 +44,6 @@ PINS_PROPERTY: Final = "rillet.lookups.pins"
 QUERY_ID_PROPERTY: Final = "sql.streaming.queryId"
 TIMEOUT_SECONDS: Final = 30.0
 SETTLE_SECONDS: Final = 30.0
-# A group's coordinator loading its state, not known yet, or moved: Kafka's answer a moment later.
-COORDINATOR_MOVING: Final = frozenset(
-    {
-        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-        KafkaError.COORDINATOR_NOT_AVAILABLE,
-        KafkaError.NOT_COORDINATOR,
-    }
-)
 
 Pins = dict[str, dict[int, int]]  # topic -> partition -> offset to read up to (exclusive)
 
@@ -69,7 +61,7 @@ class LookupPins:
         before (a replay), else the Tables' end offsets now, committed first. Asked again while
         Kafka is settling (kafka_settling), for up to SETTLE_SECONDS."""
         retrying = Retrying(
-            retry=retry_if_exception(kafka_settling),
+            retry=retry_if_exception(watermarks.kafka_settling),
             stop=stop_after_delay(SETTLE_SECONDS),
             wait=wait_exponential(multiplier=0.1, max=2),
             reraise=True,
@@ -134,12 +126,6 @@ class LookupPins:
         failed = [tp for tp in future.result().topic_partitions if tp.error is not None]
         if failed:
             raise KafkaException(failed[0].error)  # the KafkaError: kafka_settling reads it
-
-
-def kafka_settling(error: BaseException) -> bool:
-    """Whether a Kafka call failed because a group's coordinator or a partition's leader is
-    loading or moving: the same call succeeds once it has settled."""
-    return watermarks.error_code(error) in COORDINATOR_MOVING | watermarks.LEADERSHIP_MOVING
 
 
 def encode(scope: str, pins: Pins) -> str:
