@@ -113,6 +113,7 @@ def start(
     images are in: `mark_images_ready`)."""
     if not images_ready:
         (layout.root / extranodes.IMAGES_READY).unlink(missing_ok=True)
+    (layout.root / extranodes.STOPPING).unlink(missing_ok=True)
     anchor = processes.start(
         f"{extra.spec.name} anchor",
         extranodes.enter_command(extra, script),
@@ -169,8 +170,9 @@ def crash(extra: ExtraNode) -> list[int]:
 
 
 def stop(extra: ExtraNode, layout: node.NodeLayout) -> None:
-    """SIGTERM the node's daemons by their recorded PIDs (kubelet first), then kill whatever is
-    left in its cgroup (shims, the anchor)."""
+    """SIGTERM the node's daemons by their recorded PIDs (kubelet first; marked STOPPING, so
+    their keepers let them go), then kill whatever is left in its cgroup (shims, the anchor)."""
+    (layout.root / extranodes.STOPPING).touch()
     for daemon in extranodes.DAEMONS:
         try:
             pid = int(extranodes.pid_file(layout, daemon).read_text())

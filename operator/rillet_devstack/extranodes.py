@@ -41,6 +41,8 @@ DAEMONS = ("kubelet", "kube-proxy", "containerd")
 # Written once the node's containerd holds the stack's images: its kubelet waits for it, so no
 # pod is admitted before its image is there.
 IMAGES_READY = "images-ready"
+# Written by `stop` before it ends the daemons: their keepers then let them go.
+STOPPING = "stopping"
 
 
 @dataclass(frozen=True)
@@ -155,23 +157,44 @@ def build_anchor_script(
     # `down` removes when the stack made them (node.FIXED_PATHS).
     lines += [f"mkdir -p {p}" for p in PRIVATE_PATHS]
     lines += [f"mount --bind {q(str(private_dir(layout, p)))} {p}" for p in PRIVATE_PATHS]
+    lines += _keeper(layout)
     containerd = f"containerd --config {q(str(layout.containerd / 'config.toml'))}"
-    lines += [
-        f"{containerd} >> {q(str(logs / 'containerd.log'))} 2>&1 &",
-        f"echo $! > {q(str(pid_file(layout, 'containerd')))}",
-        f"until [ -e {q(str(layout.root / IMAGES_READY))} ]; do sleep 0.2; done",
+    kubelet = (
         f"{q(str(kube_bin / 'kubelet'))} --config={q(str(config / 'kubelet.yaml'))}"
         f" --kubeconfig={q(str(config / 'kubelet.kubeconfig'))}"
         f" --root-dir={q(str(layout.kubelet))} --cert-dir={q(str(config / 'kubelet-pki'))}"
         f" --hostname-override={extra.spec.name} --node-ip={extra.spec.address} --v=1"
-        f" >> {q(str(logs / 'kubelet.log'))} 2>&1 &",
-        f"echo $! > {q(str(pid_file(layout, 'kubelet')))}",
-        f"{q(str(kube_bin / 'kube-proxy'))} --config={q(str(config / 'kube-proxy.yaml'))} --v=1"
-        f" >> {q(str(logs / 'kube-proxy.log'))} 2>&1 &",
-        f"echo $! > {q(str(pid_file(layout, 'kube-proxy')))}",
+    )
+    proxy = f"{q(str(kube_bin / 'kube-proxy'))} --config={q(str(config / 'kube-proxy.yaml'))} --v=1"
+    lines += [
+        f"keep containerd {q(str(logs / 'containerd.log'))} {containerd} &",
+        f"until [ -e {q(str(layout.root / IMAGES_READY))} ]; do sleep 0.2; done",
+        f"keep kubelet {q(str(logs / 'kubelet.log'))} {kubelet} &",
+        f"keep kube-proxy {q(str(logs / 'kube-proxy.log'))} {proxy} &",
         "wait",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _keeper(layout: node.NodeLayout) -> list[str]:
+    """`keep NAME LOG COMMAND...`: runs a daemon, records its PID, and starts it again when it
+    exits (logged), as systemd's Restart=always does for a node's kubelet; until `stop` marks the
+    node STOPPING (a crash kills the keepers with their daemons)."""
+    q = shlex.quote
+    stopping = q(str(layout.root / STOPPING))
+    return [
+        "keep() {",
+        "  name=$1 log=$2; shift 2",
+        f"  while [ ! -e {stopping} ]; do",
+        '    "$@" >> "$log" 2>&1 &',
+        f'    echo $! > {q(str(layout.root))}/"$name".pid',
+        "    code=0; wait $! || code=$?",
+        f"    [ -e {stopping} ] && break",
+        '    echo "rillet: $name exited ($code); started again in 1 s" >> "$log"',
+        "    sleep 1",
+        "  done",
+        "}",
+    ]
 
 
 def names_the_daemon(cmdline: bytes, *, daemon: str, layout: node.NodeLayout) -> bool:

@@ -6,11 +6,15 @@ after the pods are gone).
 
 Each node is recorded in the stack's state as soon as its anchor runs, so a failed start is
 undone by `down`. An extra node's processes are not among the stack's `processes`: a stopped
-node leaves the stack running.
+node leaves the stack running. One command at a time starts or stops nodes (a file lock), on the
+record as the one before it left it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+from collections.abc import Iterator
 from pathlib import Path
 
 from rillet_devstack import (
@@ -19,6 +23,7 @@ from rillet_devstack import (
     extranodes,
     importing,
     node,
+    paths,
     processes,
     provisioning,
     reporting,
@@ -41,10 +46,32 @@ def _layout(state: stack.StackState, index: int) -> node.NodeLayout:
     return extranodes.layout_of(state.kubeconfig.parent, index)
 
 
+@contextlib.contextmanager
+def _one_at_a_time(state: stack.StackState) -> Iterator[None]:
+    """Held while extra nodes start or stop: two `rillet` commands (one test's `dev node stop`,
+    another's `dev up --nodes 2`) never act on the nodes at once, and each acts on the nodes'
+    record as the other left it, not on its own older copy (which could take a node stopped
+    meanwhile for running, or one started meanwhile for stopped, and start it twice)."""
+    lock = paths.state_dir().with_name(f"{paths.state_dir().name}.nodes.lock")
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        recorded = stack.load()
+        if recorded is not None and recorded.processes == state.processes:
+            state.extra_nodes = recorded.extra_nodes
+        yield
+
+
 def ensure(
     state: stack.StackState, *, count: int, report: reporting.Reporter = reporting.silent
 ) -> stack.StackState:
     """Nodes 2 to `count` running, with node 1's images, and Ready; none is removed."""
+    with _one_at_a_time(state):
+        _ensure(state, count=count, report=report)
+    return state
+
+
+def _ensure(state: stack.StackState, *, count: int, report: reporting.Reporter) -> None:
     started = []
     for index in range(2, count + 1):
         recorded = _recorded(state, index)
@@ -53,10 +80,9 @@ def ensure(
                 _start(state, index)
             started.append(index)
     if started:
-        sync_images(state, report=report)
+        _sync_images(state, report=report)
         for index in started:
             _wait_ready(state, index, report=report)
-    return state
 
 
 def _start(state: stack.StackState, index: int) -> None:
@@ -110,6 +136,11 @@ def running_sockets(state: stack.StackState) -> list[Path]:
 
 def sync_images(state: stack.StackState, *, report: reporting.Reporter = reporting.silent) -> None:
     """Every running extra node holds node 1's images, under the same names."""
+    with _one_at_a_time(state):
+        _sync_images(state, report=report)
+
+
+def _sync_images(state: stack.StackState, *, report: reporting.Reporter) -> None:
     targets = running_sockets(state)
     if state.node is not None and targets:
         importing.copy_images(source=state.node.containerd_socket, targets=targets, report=report)
@@ -133,12 +164,13 @@ def index_to_stop(state: stack.StackState, name: str) -> int:
 def stop(state: stack.StackState, name: str) -> list[int]:
     """Stop an extra node as a crash would (everything in its cgroup SIGKILLed at once, nothing
     told); recorded as stopped. The PIDs killed."""
-    index = index_to_stop(state, name)
-    recorded = _recorded(state, index)
-    assert recorded is not None
-    killed = extranoderunning.crash(extranodes.extra_node(index))
-    recorded.stopped = True
-    stack.save(state)
+    with _one_at_a_time(state):
+        index = index_to_stop(state, name)
+        recorded = _recorded(state, index)
+        assert recorded is not None
+        killed = extranoderunning.crash(extranodes.extra_node(index))
+        recorded.stopped = True
+        stack.save(state)
     return killed
 
 
@@ -146,20 +178,26 @@ def start(
     state: stack.StackState, name: str, *, report: reporting.Reporter = reporting.silent
 ) -> None:
     """Start a stopped extra node again, with the state it had; returns once it is Ready."""
-    index = index_to_stop(state, name)
-    recorded = _recorded(state, index)
-    assert recorded is not None
-    if recorded.running:
-        return
-    with report(f"{name}: containerd"):
-        _start(state, index)
-    sync_images(state, report=report)
-    _wait_ready(state, index, report=report)
+    with _one_at_a_time(state):
+        index = index_to_stop(state, name)
+        recorded = _recorded(state, index)
+        assert recorded is not None
+        if recorded.running:
+            return
+        with report(f"{name}: containerd"):
+            _start(state, index)
+        _sync_images(state, report=report)
+        _wait_ready(state, index, report=report)
 
 
 def remove_all(state: stack.StackState) -> None:
     """Take every extra node off the host (its pods deleted already, so CNI DEL ran): daemons
     stopped, Node object deleted, then netns, cgroups and files."""
+    with _one_at_a_time(state):
+        _remove_all(state)
+
+
+def _remove_all(state: stack.StackState) -> None:
     core = controlplane.core_api(ControlPlaneLayout(state.kubeconfig.parent))
     failures = []
     for recorded in list(state.extra_nodes):

@@ -11,6 +11,7 @@ reuse a running stack and `rillet dev down` can stop it from another shell.
 
 from __future__ import annotations
 
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,17 @@ def record_started(state: StackState, *records: ProcessRecord) -> None:
 
 
 def save(state: StackState) -> None:
-    """Record the stack as it is now."""
-    state_file().parent.mkdir(parents=True, exist_ok=True)
-    state_file().touch(mode=0o600)  # a secured stack's admin password is in it
-    state_file().write_text(state.model_dump_json(indent=2))
+    """Record the stack as it is now: written whole beside the record, then renamed over it, so
+    a reader in another process (a test, `rillet dev status`) never reads half a record (and
+    takes the stack for stopped)."""
+    record = state_file()
+    record.parent.mkdir(parents=True, exist_ok=True)
+    partial = record.with_name(f".{record.name}.{os.getpid()}")
+    partial.unlink(missing_ok=True)
+    # 0600: a secured stack's admin password is in it.
+    with os.fdopen(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+        out.write(state.model_dump_json(indent=2))
+    partial.replace(record)
 
 
 def describe(state: StackState) -> list[tuple[str, int, bool]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rillet_devstack import versions
+from rillet_devstack import node, versions
 from rillet_devstack.controlplane import write_service_account_kubeconfig
 
 from .conftest import Kube
@@ -91,7 +91,12 @@ def _names(kube: Kube, kind: str, namespace: str) -> list[str]:
 def test_deployment_gets_replicaset_and_pod_then_garbage_collected(
     kube: Kube, namespace: str
 ) -> None:
-    kube.kubectl("create", "deployment", "web", "--image=example.invalid/web:1", "-n", namespace)
+    create = ["create", "deployment", "web", "--image=example.invalid/web:1", "-n", namespace]
+    web = json.loads(kube.kubectl(*create, "--dry-run=client", "-o", "json").stdout)
+    # On node 1: a pod on node 2 is deleted only once node 2's kubelet confirms it, and the
+    # node tests stop node 2 while this test may run beside them.
+    web["spec"]["template"]["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.NODE_NAME}
+    kube.kubectl("apply", "-f", "-", input=json.dumps(web))
     wait_for(lambda: len(_names(kube, "replicasets", namespace)) == 1, what="a ReplicaSet")
     wait_for(lambda: len(_names(kube, "pods", namespace)) == 1, what="a Pod object")
 

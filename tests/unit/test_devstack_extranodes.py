@@ -133,7 +133,7 @@ def test_anchor_joins_its_cgroups_binds_paths_and_waits_for_images() -> None:
     lines = extranodes.build_anchor_script(
         extra, layout, kube_bin=Path("/bin/k8s"), logs=Path("/state/node-2/logs")
     ).splitlines()
-    first_start = next(i for i, line in enumerate(lines) if line.startswith("containerd "))
+    first_start = next(i for i, line in enumerate(lines) if line.startswith("keep containerd "))
     joins = [i for i, line in enumerate(lines) if "cgroup.procs" in line]
     assert lines[joins[0]] == "echo $$ > /sys/fs/cgroup/pids/rillet-node-2/system/cgroup.procs"
     assert lines[joins[1]] == "echo $$ > /sys/fs/cgroup/freezer/rillet-node-2/system/cgroup.procs"
@@ -142,7 +142,9 @@ def test_anchor_joins_its_cgroups_binds_paths_and_waits_for_images() -> None:
     assert binds == {str(p) for p in extranodes.PRIVATE_PATHS}
     assert "mount --bind /state/node-2/private/var-lib-kubelet /var/lib/kubelet" in lines
     wait = next(i for i, line in enumerate(lines) if "images-ready" in line)
-    kubelet = next(i for i, line in enumerate(lines) if line.startswith("/bin/k8s/kubelet "))
+    kubelet = next(i for i, line in enumerate(lines) if line.startswith("keep kubelet "))
+    assert " /bin/k8s/kubelet --config=" in lines[kubelet]
+    assert lines.index("keep() {") < first_start
     assert first_start < wait < kubelet
     assert "--hostname-override=rillet-node-2 --node-ip=10.99.2.2" in lines[kubelet]
     command = extranodes.enter_command(extra, Path("/s.sh"))
