@@ -1,6 +1,7 @@
 """App scaling benchmark: executors following partitions, a spike three ways, the cost of Apps.
 
     .venv/bin/python -m bench.apps [--only growth|spike|cost|pause]  # starts or reuses the stack
+    flock /tmp/rillet-node.lock .venv/bin/python -m bench.apps --only nodeloss  # two nodes
 
 Needs the stack's worker node: the Apps run for real from its runtime image. They copy records
 from one Topic to another through a deliberately slow pipeline (Thread.sleep per record, as in
@@ -40,11 +41,20 @@ baselines measured in the same run:
   offsets in Kafka) during a scale-up and a scale-down, medians over three events each, against
   the steady gap between batches of the same run, with the executor pods before and after each.
   Target: below 2x the steady gap (Flink's autoscaler plans for a 5-minute restart per rescale).
+- nodeloss (bench/apps/nodeloss.py), only with `--only nodeloss`, never in the default run: it
+  needs a running stack of two nodes with the object store (`rillet dev up --nodes 2
+  --object-store`), which it refuses to start or reshape. One App with an s3a:// checkpoint and
+  one executor; NODELOSS_ROUNDS driver restarts on a live node (the baseline: `kubectl delete
+  pod`), then as many losses of the driver's node (moved to node 2, node 2 stopped as a crash,
+  tainted out-of-service once the App says DriverNodeLost, decision 019). Medians of the seconds
+  from the delete or the stop to the new driver Running and to its first batch committed (the
+  consumer group's offsets in Kafka), their ratio, and the node monitor's part (stop ->
+  DriverNodeLost) on its own. Node 2 is left running, Ready and untainted.
 
 Everything is named after one run prefix and removed at the end, on failure too: namespaces,
 Kafka topics and consumer groups.
 
-One module per benchmark (growth, spike with spikeways and tasktimelines, cost, pause), what
-they share beside them (settings, benches, manifests, observing, reports), and the command line
-in `__main__`.
+One module per benchmark (growth, spike with spikeways and tasktimelines, cost, pause,
+nodeloss), what they share beside them (settings, benches, manifests, observing, reports), and
+the command line in `__main__`.
 """

@@ -1,4 +1,5 @@
-"""The apps benchmark's command line: `python -m bench.apps [--only growth|spike|cost|pause]`."""
+"""The apps benchmark's command line:
+`python -m bench.apps [--only growth|spike|cost|pause|nodeloss]`."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from kubernetes import client, config
 
 import bench.apps
-from bench.apps import benches, cost, growth, pause, reports, settings, spike
+from bench.apps import benches, cost, growth, nodeloss, pause, reports, settings, spike
 from rillet.kafka.lag import LagReader
 from rillet_devstack import stack as devstack
 from rillet_devstack import starting, tools
@@ -26,9 +27,13 @@ def main() -> None:
     doc = bench.apps.__doc__ or ""
     parser = argparse.ArgumentParser(prog="python -m bench.apps", description=doc.splitlines()[0])
     parser.add_argument(
-        "--only", choices=["growth", "spike", "cost", "pause"], help="one part only"
+        "--only",
+        choices=["growth", "spike", "cost", "pause", "nodeloss"],
+        help="one part only (nodeloss runs only when asked: it needs two nodes)",
     )
     only = parser.parse_args().only
+    if only == "nodeloss":  # before open_bench, which would start a stack of one node
+        nodeloss.require_stack(devstack.running())
     b = open_bench()
     print(
         f"run {b.run}; operator logs in {b.logs}; the node has {b.free_cpu_millis}m CPU free: "
@@ -104,6 +109,13 @@ def run_benchmarks(b: benches.Bench, *, only: str | None) -> list[Reporting]:
         full = cost.cost(b, with_apps=True)
         print(f"  cost, with Apps: {full}", flush=True)
         made.append(lambda: cost.report_cost(baseline, full))
+    if only == "nodeloss":
+        namespace = b.namespace("nodeloss")
+        operator = b.operator(namespace)
+        lost = nodeloss.nodeloss(b, namespace)
+        made.append(lambda: nodeloss.report(lost))
+        operator.stop()
+        b.drop_namespace(namespace)
     return made
 
 

@@ -39,3 +39,6 @@ DYNAMIC_ALLOCATION = {  # Spark's defaults otherwise: executorIdleTimeout 60s, b
     "spark.dynamicAllocation.initialExecutors": "1",
     "spark.dynamicAllocation.maxExecutors": str(CAP),
 }
+
+# The node-loss benchmark's rounds: as many driver restarts (its baseline) as node losses.
+NODELOSS_ROUNDS = 3
