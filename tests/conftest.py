@@ -11,7 +11,7 @@ The Spark JVMs the tests start (local sessions, `rillet run` drivers) compile wi
 test's Spark runs for seconds, where HotSpot's C2 compiles for longer than it saves. Measured on
 the recovery and word-count tests, 2 cores, alternated: 134 CPU-seconds against 196 to 210, and
 95 to 105 s against 121 to 130. Most node tests give their Apps the same flag
-(test_apps_on_node.C1_ONLY); the benchmarks keep HotSpot's defaults and Rillet's JVM flags.
+(wordcounts.C1_ONLY); the benchmarks keep HotSpot's defaults and Rillet's JVM flags.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from rillet_devstack import stack as devstack
 
 from .conftest import Kube
 from .objects import condition
-from .test_apps_on_node import pods, running
+from .wordcounts import pods, running
 
 RILLET = [sys.executable, "-m", "rillet.cli"]
 NODE_1, NODE_2 = "rillet-node", "rillet-node-2"

@@ -46,7 +46,7 @@ from rillet_devstack.operating import OperatorProcess
 from .conftest import Kube
 from .objects import apply, get, wait_condition
 from .polling import wait_for
-from .test_apps_on_node import (
+from .wordcounts import (
     C1_ONLY,
     COUNT_WORDS,
     SMALL,

@@ -41,7 +41,7 @@ from .conftest import Kube
 from .objects import apply, get, topic, wait_condition
 from .polling import wait_for
 from .runtime_helpers import committed_offsets, end_offsets
-from .test_apps_on_node import C1_ONLY, SMALL, driver_running
+from .wordcounts import C1_ONLY, SMALL, driver_running
 
 pytestmark = pytest.mark.usefixtures("operator")
 

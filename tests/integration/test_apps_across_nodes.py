@@ -42,7 +42,7 @@ from .conftest import Kube
 from .objects import apply, condition, events, get, table, topic, wait_condition
 from .polling import wait_for
 from .runtime_helpers import copied_positions, end_offsets
-from .test_apps_on_node import (
+from .wordcounts import (
     C1_ONLY,
     SMALL,
     produce_lines,
@@ -94,8 +94,9 @@ def across_nodes(
                         "topicRef": {"name": f"{prefix}-lines"},
                         "format": "string",
                         "startingOffsets": "earliest",
-                        # Batches of a few seconds: each node loss lands among batches.
-                        "maxOffsetsPerTrigger": 6000,
+                        # Several batches per burst of lines, so that each node loss lands
+                        # among them; no more (each batch commits its state to the bucket).
+                        "maxOffsetsPerTrigger": 20_000,
                     }
                 ],
                 "pipeline": {"sql": SQL},

@@ -4,13 +4,14 @@ The word count is stateful: its executors write Spark's state store under the ch
 the driver's volume, so this is where a checkpoint the executors cannot reach would show.
 
 Test plan:
-- word count over 100,000 lines in 6 partitions: the Table equals the ground truth exactly, and
-  the executor pods running equal min(desired, cap); their JVMs map the image's class archives
-  and initialized ICU's case mappings as they started (the warm-up plugin);
-- the driver killed mid-stream (its container SIGKILLed, then its pod deleted): the App resumes
-  from its checkpoint and the Table is still exact;
-- suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
-  its checkpoint (the Table exact: nothing lost, nothing counted twice);
+- one word count App (Spark started once) through three stories in turn:
+  - over 100,000 lines in 6 partitions, run as users get it: the Table equals the ground truth
+    exactly, and the executor pods running equal min(desired, cap); their JVMs map the image's
+    class archives and initialized ICU's case mappings as they started (the warm-up plugin);
+  - the driver killed mid-stream (its container SIGKILLed, then its pod deleted): the App
+    resumes from its checkpoint and the Table is still exact;
+  - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
+    its checkpoint (the Table exact: nothing lost, nothing counted twice);
 - a pipeline that fails at run time: the App is Stalled, with the error's last line;
 - three executors that fit no node: the running App is not Ready (ExecutorsUnschedulable, its
   message counting them with the scheduler's reason), and kstatus and Argo CD's health check
@@ -23,166 +24,34 @@ Test plan:
 from __future__ import annotations
 
 import json
-import random
-import re
 import subprocess
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
 import pytest
-from confluent_kafka import Producer
 
-from rillet.tables import tables
 from rillet_devstack import stack as devstack
 
 from . import gitopshealth
 from .conftest import Kube
-from .objects import apply, condition, get, topic
+from .objects import apply, condition, get
 from .polling import wait_for
 from .runtime_helpers import end_offsets
+from .wordcounts import (
+    C1_ONLY,
+    COUNT_WORDS,
+    driver_running,
+    names,
+    pods,
+    produce_lines,
+    running,
+    stalled,
+    table_counts,
+    wait_table,
+    word_count,
+)
 
-VOCABULARY = [f"w{n}" for n in range(300)] + ["kafka", "spark", "rillet"]
-SMALL = {"cpu": "200m", "memory": "1Gi"}  # two cores: room for a driver and several executors
-# The JVMs of the Apps of most node tests compile with C1 only (as the test session's own Spark
-# does, tests/conftest.py): what those tests prove does not depend on C2, and the node's two
-# cores are the suite's. The word count's exactness test runs the JVMs as users get them.
-C1_ONLY = {
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-    "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-}
 ICU_CASE_MAPPINGS = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
-
-
-def word_count(
-    name: str,
-    namespace: str,
-    *,
-    image: str,
-    reads: str,
-    writes: str,
-    sql: str,
-    spark_conf: Mapping[str, str] | None = C1_ONLY,
-) -> list[dict[str, Any]]:
-    """A Topic of lines, a Table of counts, and the App between them (with `spark_conf`)."""
-    return [
-        topic(reads, namespace, partitions=6, deletionPolicy="Delete"),
-        {
-            "apiVersion": "rillet.io/v1alpha1",
-            "kind": "Table",
-            "metadata": {"name": writes, "namespace": namespace},
-            "spec": {
-                "keyFormat": "string",
-                "valueFormat": "json",
-                "valueSchema": "word STRING, count BIGINT",
-                "deletionPolicy": "Delete",
-            },
-        },
-        {
-            "apiVersion": "rillet.io/v1alpha1",
-            "kind": "App",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "image": image,
-                "inputs": [
-                    {
-                        "name": "lines",
-                        "topicRef": {"name": reads},
-                        "format": "string",
-                        "startingOffsets": "earliest",
-                    }
-                ],
-                "pipeline": {"sql": sql},
-                "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
-                "scaling": {"minExecutors": 1, "maxExecutors": 2, "lagTarget": 20000},
-                "driver": SMALL,
-                "executor": SMALL,
-                **({"sparkConf": dict(spark_conf)} if spark_conf else {}),
-            },
-        },
-    ]
-
-
-COUNT_WORDS = """
-SELECT word, count(*) AS count
-FROM (SELECT explode(split(lower(value), '[^a-z0-9]+')) AS word FROM lines)
-WHERE word != ''
-GROUP BY word
-"""
-
-
-def produce_lines(
-    bootstrap: str, topic_name: str, count: int, seed: int, *, config: Mapping[str, Any] = {}
-) -> Counter[str]:
-    """Random lines of words, and how many times each word was written (`config`: a login)."""
-    rng = random.Random(seed)
-    producer = Producer({**config, "bootstrap.servers": bootstrap, "linger.ms": 20})
-    truth: Counter[str] = Counter()
-    for _ in range(count):
-        line = " ".join(rng.choice(VOCABULARY).capitalize() for _ in range(rng.randint(1, 5)))
-        truth.update(w for w in re.split("[^a-z0-9]+", line.lower()) if w)
-        producer.produce(topic_name, value=line.encode())
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    return truth
-
-
-def table_counts(
-    bootstrap: str, topic_name: str, *, config: Mapping[str, Any] | None = None
-) -> dict[str, int]:
-    latest = tables.latest_per_key(
-        tables.read_changelog(
-            bootstrap_servers=bootstrap, topic=topic_name, timeout=60, kafka_config=config
-        )
-    )
-    return {
-        (key or b"").decode(): json.loads(value)["count"]
-        for key, value in ((e.key, e.value) for e in latest.values())
-        if value is not None
-    }
-
-
-def wait_table(
-    bootstrap: str,
-    topic_name: str,
-    truth: Counter[str],
-    *,
-    timeout: float,
-    config: Mapping[str, Any] | None = None,
-) -> None:
-    def exact() -> bool:
-        try:
-            return table_counts(bootstrap, topic_name, config=config) == dict(truth)
-        except LookupError:  # the operator has not created the Table's topic yet
-            return False
-
-    wait_for(
-        exact,
-        timeout=timeout,
-        interval=5,
-        what=f"Table {topic_name} to equal the ground truth ({sum(truth.values())} words)",
-    )
-
-
-def pods(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
-    return kube.api.list("pod", namespace, labels=f"rillet.io/role={role}")
-
-
-def running(kube: Kube, namespace: str, role: str) -> list[dict[str, Any]]:
-    return [p for p in pods(kube, namespace, role) if p["status"].get("phase") == "Running"]
-
-
-def driver_running(kube: Kube, namespace: str) -> Callable[[], dict[str, Any] | None]:
-    def probe() -> dict[str, Any] | None:
-        found = running(kube, namespace, "driver")
-        return found[0] if found else None
-
-    return probe
-
-
-def names(prefix: str) -> tuple[str, str, str]:
-    """The App, its Topic and its Table (their Kafka topics under the test's prefix)."""
-    return f"{prefix}-wc", f"{prefix}-lines", f"{prefix}-counts"
 
 
 def start_word_count(
@@ -213,20 +82,35 @@ def start_word_count(
 
 
 @pytest.mark.usefixtures("operator")
-def test_word_count_on_the_node_is_exact(
+def test_a_word_count_stays_exact_through_a_killed_driver_and_a_suspension(
     kube: Kube,
     namespace: str,
     kafka_prefix: str,
     runtime_image: str,
     kafka_bootstrap: str,
+    stack: devstack.StackState,
 ) -> None:
+    """One App, so Spark starts once, through the stories of a volume checkpoint in turn."""
     app, lines, counts = start_word_count(
         kube, namespace, kafka_prefix, runtime_image, spark_conf=None
     )
     truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
-    status = get(kube, "app", app, namespace)["status"]
-    executors = status["executors"]
+    _runs_as_users_get_it(kube, app, namespace)
+    truth += _kill_the_driver_mid_stream(kube, namespace, stack, kafka_bootstrap, lines, counts)
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+
+    suspend_until_pods_gone(kube, app, namespace)
+    assert get(kube, "app", app, namespace)["status"]["phase"] == "Suspended"
+    truth += produce_lines(kafka_bootstrap, lines, 20_000, seed=7)
+    _suspend(kube, app, namespace, False)
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+
+
+def _runs_as_users_get_it(kube: Kube, app: str, namespace: str) -> None:
+    """As many executors as the App wants within its cap; JVMs started from the image's class
+    archives, and ICU's case mappings initialized by the warm-up plugin."""
+    executors = get(kube, "app", app, namespace)["status"]["executors"]
     assert executors["cap"] == 6
     expected = min(executors["desired"], executors["cap"])
     wait_for(
@@ -234,14 +118,61 @@ def test_word_count_on_the_node_is_exact(
         timeout=120,
         what=f"{expected} executor pods Running",
     )
-    # Their JVMs started from the image's class archives (a JVM ignores one that does not fit).
+    # A JVM ignores a class archive that does not fit it.
     driver = running(kube, namespace, "driver")[0]["metadata"]["name"]
     executor = running(kube, namespace, "executor")[0]["metadata"]["name"]
     assert java_maps(kube, namespace, driver, "/opt/rillet/spark-classes.jsa")
     assert java_maps(kube, namespace, executor, "/opt/rillet/spark-executor-classes.jsa")
-    # The executor initialized ICU's case mappings (lower() in the SQL) as it started.
+    # lower() in the SQL: the executor initialized ICU's case mappings as it started.
     logs = kube.kubectl("logs", "-n", namespace, executor).stdout
     assert f"warm-up: initialized {ICU_CASE_MAPPINGS} in " in logs, logs[-3000:]
+
+
+def _kill_the_driver_mid_stream(
+    kube: Kube,
+    namespace: str,
+    stack: devstack.StackState,
+    bootstrap: str,
+    lines: str,
+    counts: str,
+) -> Counter[str]:
+    """Lines counted, then the driver's container SIGKILLed (restarted in place), then its pod
+    deleted (the StatefulSet's one pod made anew), lines produced all along; what was produced."""
+    first = driver_running(kube, namespace)()
+    assert first is not None
+    before = table_counts(bootstrap, counts)
+    truth = produce_lines(bootstrap, lines, 30_000, seed=2)
+    wait_for(
+        lambda: table_counts(bootstrap, counts) != before,
+        timeout=300,
+        interval=3,
+        what="new counts in the Table",
+    )
+    _kill_driver_container(kube, stack, namespace)
+    truth += produce_lines(bootstrap, lines, 30_000, seed=3)
+    wait_for(
+        lambda: (
+            (d := driver_running(kube, namespace)())
+            and d["status"]["containerStatuses"][0]["restartCount"] >= 1
+        ),
+        timeout=240,
+        interval=2,
+        what="the driver's container restarted",
+    )
+    kube.kubectl("delete", "pod", first["metadata"]["name"], "-n", namespace, "--wait=false")
+    truth += produce_lines(bootstrap, lines, 30_000, seed=4)
+    second = wait_for(
+        lambda: (
+            (d := driver_running(kube, namespace)())
+            and d["metadata"]["uid"] != first["metadata"]["uid"]
+            and d
+        ),
+        timeout=240,
+        interval=2,
+        what="a new driver pod Running",
+    )
+    assert second["metadata"]["name"] == first["metadata"]["name"]
+    return truth
 
 
 def java_maps(kube: Kube, namespace: str, pod: str, path: str) -> list[str]:
@@ -278,52 +209,6 @@ def _kill_driver_container(kube: Kube, stack: devstack.StackState, namespace: st
     )
 
 
-@pytest.mark.usefixtures("operator")
-def test_a_killed_driver_resumes_from_its_checkpoint(
-    kube: Kube,
-    namespace: str,
-    kafka_prefix: str,
-    runtime_image: str,
-    kafka_bootstrap: str,
-    stack: devstack.StackState,
-) -> None:
-    _, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
-    first = driver_running(kube, namespace)()
-    assert first is not None
-    truth = produce_lines(kafka_bootstrap, lines, 30_000, seed=2)
-    wait_for(
-        lambda: table_counts(kafka_bootstrap, counts),
-        timeout=300,
-        interval=3,
-        what="the first counts in the Table",
-    )
-    _kill_driver_container(kube, stack, namespace)
-    truth += produce_lines(kafka_bootstrap, lines, 30_000, seed=3)
-    wait_for(
-        lambda: (
-            (d := driver_running(kube, namespace)())
-            and d["status"]["containerStatuses"][0]["restartCount"] >= 1
-        ),
-        timeout=240,
-        interval=2,
-        what="the driver's container restarted",
-    )
-    kube.kubectl("delete", "pod", first["metadata"]["name"], "-n", namespace, "--wait=false")
-    truth += produce_lines(kafka_bootstrap, lines, 30_000, seed=4)
-    second = wait_for(
-        lambda: (
-            (d := driver_running(kube, namespace)())
-            and d["metadata"]["uid"] != first["metadata"]["uid"]
-            and d
-        ),
-        timeout=240,
-        interval=2,
-        what="a new driver pod Running",
-    )
-    assert second["metadata"]["name"] == first["metadata"]["name"]  # the StatefulSet's one pod
-    wait_table(kafka_bootstrap, counts, truth, timeout=600)
-
-
 def _suspend(kube: Kube, app: str, namespace: str, suspended: bool) -> None:
     patch = json.dumps({"spec": {"suspend": suspended}})
     kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
@@ -338,36 +223,6 @@ def suspend_until_pods_gone(kube: Kube, app: str, namespace: str) -> None:
         interval=2,
         what="the suspended App's pods gone",
     )
-
-
-def stalled(kube: Kube, app: str, namespace: str) -> Callable[[], dict[str, Any] | None]:
-    """A probe: the App's Stalled condition once it is True, else None."""
-
-    def probe() -> dict[str, Any] | None:
-        found = condition(get(kube, "app", app, namespace), "Stalled")
-        return found if found.get("status") == "True" else None
-
-    return probe
-
-
-@pytest.mark.usefixtures("operator")
-def test_suspend_frees_the_pods_and_resume_continues_from_the_checkpoint(
-    kube: Kube,
-    namespace: str,
-    kafka_prefix: str,
-    runtime_image: str,
-    kafka_bootstrap: str,
-) -> None:
-    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
-    truth = produce_lines(kafka_bootstrap, lines, 20_000, seed=6)
-    wait_table(kafka_bootstrap, counts, truth, timeout=300)
-
-    suspend_until_pods_gone(kube, app, namespace)
-    assert get(kube, "app", app, namespace)["status"]["phase"] == "Suspended"
-    truth += produce_lines(kafka_bootstrap, lines, 20_000, seed=7)
-
-    _suspend(kube, app, namespace, False)
-    wait_table(kafka_bootstrap, counts, truth, timeout=600)
 
 
 @pytest.mark.usefixtures("operator")

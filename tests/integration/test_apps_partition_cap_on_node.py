@@ -28,8 +28,8 @@ import pytest
 from .conftest import Kube
 from .objects import apply, get, topic, wait_condition
 from .polling import wait_for
-from .test_apps_on_node import COUNT_WORDS, names, produce_lines, wait_table, word_count
 from .test_apps_scaling_on_node import copying_app, pods, produce
+from .wordcounts import COUNT_WORDS, names, produce_lines, wait_table, word_count
 
 pytestmark = pytest.mark.usefixtures("operator")
 

@@ -35,7 +35,7 @@ from rillet_devstack import installs
 from .conftest import Kube
 from .objects import apply, events, get, topic, wait_condition
 from .polling import wait_for
-from .test_apps_on_node import C1_ONLY
+from .wordcounts import C1_ONLY
 
 pytestmark = pytest.mark.usefixtures("operator")
 

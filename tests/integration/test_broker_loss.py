@@ -34,7 +34,7 @@ from . import runtime_helpers as rt
 from .conftest import Kube
 from .objects import apply, condition, get, table, topic, wait_condition
 from .polling import wait_for
-from .test_apps_on_node import table_counts
+from .wordcounts import table_counts
 
 WORDS = [f"w{n}" for n in range(50)]
 RECORDS = 6_000
