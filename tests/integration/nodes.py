@@ -9,7 +9,9 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
+from rillet_devstack import extranodes
 from rillet_devstack import stack as devstack
 
 from .conftest import Kube
@@ -41,6 +43,17 @@ def grow_to_two() -> devstack.StackState:
     assert state is not None
     assert [n.name for n in state.extra_nodes if n.running][:1] == [NODE_2], state.extra_nodes
     return state
+
+
+def containerd_socket(stack: devstack.StackState, node: str) -> Path:
+    """The containerd of the node of this name: node 1's, or an extra node's (which the stack
+    may have grown since `stack` was read)."""
+    assert stack.node is not None
+    if node == stack.node.name:
+        return stack.node.containerd_socket
+    index = extranodes.index_of(node)
+    assert index is not None, f"no node {node} in the stack"
+    return extranodes.layout_of(stack.kubeconfig.parent, index).containerd_socket
 
 
 def stop(name: str) -> None:

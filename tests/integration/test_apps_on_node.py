@@ -32,7 +32,7 @@ import pytest
 
 from rillet_devstack import stack as devstack
 
-from . import gitopshealth
+from . import gitopshealth, nodes
 from .conftest import Kube
 from .objects import apply, condition, get
 from .polling import wait_for
@@ -184,8 +184,7 @@ def java_maps(kube: Kube, namespace: str, pod: str, path: str) -> list[str]:
 
 
 def _kill_driver_container(kube: Kube, stack: devstack.StackState, namespace: str) -> None:
-    """SIGKILL the driver's container through containerd, as the OOM killer would."""
-    assert stack.node is not None
+    """SIGKILL the driver's container through its node's containerd, as the OOM killer would."""
     driver = running(kube, namespace, "driver")[0]
     container = driver["status"]["containerStatuses"][0]["containerID"].removeprefix(
         "containerd://"
@@ -194,7 +193,7 @@ def _kill_driver_container(kube: Kube, stack: devstack.StackState, namespace: st
         [
             "ctr",
             "-a",
-            str(stack.node.containerd_socket),
+            str(nodes.containerd_socket(stack, driver["spec"]["nodeName"])),
             "-n",
             "k8s.io",
             "tasks",
