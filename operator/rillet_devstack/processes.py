@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,9 @@ from rillet_devstack.commands import tail
 # Children started by this Python process, kept so they are reaped (polled) rather than left as
 # zombies or garbage-collected while running.
 _children: dict[int, subprocess.Popen[bytes]] = {}
+# The ports free_port handed out in this process.
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
 
 
 class ComponentFailedError(RuntimeError):
@@ -40,11 +44,18 @@ class ProcessRecord(BaseModel):
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A TCP port that nothing listens on right now, on any address, and that this process has
+    not handed out before: the kernel gives a port released a moment ago out again, and one
+    handed out may not be bound by its user yet (CI: a test's second operator got the health
+    port of its first, stopped and about to start again, and died on EADDRINUSE)."""
+    with _HANDED_OUT_LOCK:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("0.0.0.0", 0))
+                port: int = sock.getsockname()[1]
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
 
 
 def _stat_fields(pid: int) -> list[str] | None:

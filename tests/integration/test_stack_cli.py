@@ -19,12 +19,15 @@ Test plan:
   examples give them too), and a shell that evaluates them reaches the stack's
   apiserver with the stack's kubectl; with no stack it fails saying how to start one.
 - `rillet dev down` with no stack recorded stops nothing, says so, and exits 0.
+- the free ports handed to a test's processes are never the same twice in one process, and
+  bind on every address.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -231,3 +234,13 @@ def test_without_a_stack_status_and_env_fail_and_down_stops_nothing(
     assert "no stack is running: start one with `rillet dev up`" in env.stderr
     assert (down.returncode, down.stderr.strip()) == (0, "stopped: nothing was running")
     assert all(processes.is_alive(p) for p in stack.processes)
+
+
+def test_free_ports_are_never_handed_out_twice_and_bind_on_every_address() -> None:
+    """A port a test was handed and has not bound yet is never handed to another of its
+    processes (the kernel gives a port released a moment ago out again)."""
+    ports = [processes.free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+    for port in ports[-20:]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("0.0.0.0", port))
