@@ -183,8 +183,14 @@ def _namespaces_left(kube: Kube, before: set[str]) -> list[str]:
     _until(lambda: not ours(), timeout=180)
     left = []
     for name in ours():
-        found = kube.api.read("namespace", name) or {}
-        left.append(f"namespace {name} ({found.get('status', {}).get('phase')})")
+        status = (kube.api.read("namespace", name) or {}).get("status", {})
+        # What holds a Terminating namespace: its conditions name the objects and finalizers.
+        holding = [
+            f"{c.get('type')}: {c.get('message')}"
+            for c in status.get("conditions", [])
+            if c.get("status") == "True"
+        ]
+        left.append(f"namespace {name} ({status.get('phase')}; {'; '.join(holding)})")
     return left
 
 
