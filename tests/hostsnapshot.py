@@ -14,7 +14,8 @@ the stack's leftover when it is new (its pid and start time were not in the firs
 still there after a grace period (`left_behind_since` polls until nothing is left, so the
 short-lived ones go), and the run's doing: in a session of one of the stack's processes (each
 leads one), naming the stack's directories, in the run's own cgroup (which everything it starts
-inherits), or in namespaces other than the run's (a container's). Never the run's own
+inherits: when no other process was in it before the run), or in namespaces other than the
+run's (a container's). Never the run's own
 processes (pytest, its xdist workers, the commands this module runs), nor those a test started
 (they carry a test session's marker; `session_leftovers` reports them).
 
@@ -194,11 +195,25 @@ def _added(before: Iterable[str], after: Iterable[str]) -> list[str]:
 
 def _processes_left(before: Snapshot, after: Snapshot, stack: StackScope) -> list[Process]:
     known = {(p.pid, p.started) for p in before.processes}
+    cgroup = _the_runs_own_cgroup(before)
     return [
         p
         for p in _considered(after, stack)
-        if (p.pid, p.started) not in known and _the_runs_doing(p, after, stack)
+        if (p.pid, p.started) not in known and _the_runs_doing(p, after, stack, cgroup)
     ]
+
+
+def _the_runs_own_cgroup(before: Snapshot) -> str:
+    """The run's cgroup, if the run had it to itself when `before` was taken (no process in it
+    but the run and what started it); else "": a cgroup shared with something else on the
+    machine (a CI agent's, a container's only one) tells nothing of whose a process is."""
+    parents = {p.pid: p.ppid for p in before.processes}
+    reader = next((p for p in before.processes if p.pid == before.reader), None)
+    if reader is None or not reader.cgroup:
+        return ""
+    runs = _ancestors(reader.pid, parents) | {reader.pid}
+    shared = any(p.cgroup == reader.cgroup and p.pid not in runs for p in before.processes)
+    return "" if shared else reader.cgroup
 
 
 def _considered(after: Snapshot, stack: StackScope) -> Iterator[Process]:
@@ -228,13 +243,12 @@ def _ancestors(pid: int, parents: dict[int, int]) -> set[int]:
     return found
 
 
-def _the_runs_doing(process: Process, after: Snapshot, stack: StackScope) -> bool:
+def _the_runs_doing(process: Process, after: Snapshot, stack: StackScope, cgroup: str) -> bool:
     """Whether the run (its stack, its pods) accounts for a process, rather than something else
     on a shared machine: by kernel facts, and the stack's session ids and directories."""
     reader = next((p for p in after.processes if p.pid == after.reader), None)
-    # The run's cgroup and namespaces (the host's: pid 1's may not be readable, as in a
-    # Firecracker VM's init); unknown ones (empty) tell nothing.
-    cgroup = reader.cgroup if reader else ""
+    # The run's namespaces (the host's: pid 1's may not be readable, as in a Firecracker VM's
+    # init), and its cgroup when it is its own; unknown ones (empty) tell nothing.
     namespaces = reader.namespaces if reader and all(reader.namespaces) else ()
     return (
         process.session in stack.sessions

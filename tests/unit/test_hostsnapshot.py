@@ -139,6 +139,24 @@ def test_an_orphan_in_the_runs_cgroup_is_left_behind() -> None:
     assert left(with_processes(orphan)) == ["process 520 (parent 1): sleep infinity"]
 
 
+def test_a_cgroup_the_run_shares_tells_nothing() -> None:
+    """A CI agent (or a shell) in the run's cgroup before the run, whose loop starts a new
+    `sleep` meanwhile: that cgroup was never the run's own (a CI run failed on this)."""
+    agent = process(700, cgroup=RUN_CGROUP, command="bash /dev/fd/3")
+    before = dataclasses.replace(BEFORE, processes=(*BEFORE.processes, agent))
+    sleeping = process(701, ppid=700, session=700, cgroup=RUN_CGROUP, command="sleep 420")
+    now = dataclasses.replace(before, processes=(*before.processes, sleeping))
+    assert hostsnapshot.left_behind(before, now, stack=STACK) == []
+    # What names the stack, or runs in a container's namespaces, is still found.
+    kubelet = process(702, cgroup=RUN_CGROUP, command="/c/kubernetes-node/kubelet")
+    pause = process(703, cgroup=RUN_CGROUP, command="/pause", namespaces=("net:[9]", "m", "p"))
+    now = dataclasses.replace(before, processes=(*before.processes, kubelet, pause))
+    assert hostsnapshot.left_behind(before, now, stack=STACK)[:2] == [
+        "process 702 (parent 1): /c/kubernetes-node/kubelet",
+        "process 703 (parent 1): /pause",
+    ]
+
+
 def test_a_container_and_its_network_namespace_are_left_behind() -> None:
     pause = process(530, command="/pause", namespaces=("net:[9]", "mnt:[8]", "pid:[7]"))
     assert left(with_processes(pause)) == [
@@ -148,7 +166,7 @@ def test_a_container_and_its_network_namespace_are_left_behind() -> None:
 
 
 def test_a_reused_pid_is_a_new_process() -> None:
-    first = process(600, cgroup=RUN_CGROUP, command="sleep 1")
+    first = process(600, session=500, command="sleep 1")  # in a session of the stack
     again = dataclasses.replace(first, started=first.started + 1, command="sleep 1000")
     before = dataclasses.replace(BEFORE, processes=(*BEFORE.processes, first))
     assert hostsnapshot.left_behind(before, before, stack=STACK) == []
