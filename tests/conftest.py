@@ -42,6 +42,8 @@ NODE_FIXTURES = {"runtime_image", "operator_image"}
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
 # The host as that controller found it, before its `rillet dev up`.
 _HOST_BEFORE = pytest.StashKey[hostsnapshot.Snapshot]()
+# What `rillet dev down` left behind, said again as the run's last line (CI shows the end).
+_STACK_LEFT = pytest.StashKey[str]()
 # pyspark's launcher puts these in the command of each driver JVM it starts (a test session's,
 # a `rillet run`'s), beside Rillet's and the App's own options. Unless the caller set its own.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
@@ -145,7 +147,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if left:
         message = f"`rillet dev down` left behind: {left}"
         session.config.get_terminal_writer().line(message, red=True)
+        session.config.stash[_STACK_LEFT] = message
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session failed after its tests passed: say why below the summary, where a CI log's
+    tail (all some CI pages show) has it."""
+    message = config.stash.get(_STACK_LEFT, None)
+    if message:
+        print(f"\nthe run failed after its tests: {message}", file=sys.stderr)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
