@@ -220,7 +220,14 @@ def test_driver_container_runs_rillet_drive_with_its_env() -> None:
 
     assert container["image"] == "rillet/spark-runtime:0.1.0"
     assert container["imagePullPolicy"] == "IfNotPresent"
-    assert container["command"] == ["rillet", "drive", "/etc/rillet/run-spec.json"]
+    # Under tini: PID 1 itself would drop a SIGTERM that comes before the driver handles it.
+    assert container["command"] == [
+        "/usr/bin/tini",
+        "--",
+        "rillet",
+        "drive",
+        "/etc/rillet/run-spec.json",
+    ]
     assert container["args"] == [
         "--executor-pod-template",
         "/etc/rillet/executor-pod-template.yaml",

@@ -57,8 +57,10 @@ METRICS_PORT: Final = 9090
 RUNTIME_UID: Final = 10001
 
 # What the driver container runs, and the runtime image's executor entrypoint
-# (images/runtime/executor-entrypoint.sh).
-DRIVE_COMMAND: Final = ("rillet", "drive", RUN_SPEC_PATH)
+# (images/runtime/executor-entrypoint.sh). The driver under tini, as the image's ENTRYPOINT has
+# it: PID 1 drops the signals it has no handler for, so a driver stopped (deleted, suspended,
+# rolled) while still starting ignored SIGTERM and was only killed when its grace period ended.
+DRIVE_COMMAND: Final = ("/usr/bin/tini", "--", "rillet", "drive", RUN_SPEC_PATH)
 DRIVE_ARGS: Final = ("--executor-pod-template", EXECUTOR_TEMPLATE_PATH)
 EXECUTOR_COMMAND: Final = ("/opt/rillet/bin/spark-executor",)
 
