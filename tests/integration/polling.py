@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 T = TypeVar("T")
+# `pytest --log-cli-level=INFO` shows each wait and how long it took: where a test's time goes.
+log = logging.getLogger(__name__)
 
 
 def wait_for(
@@ -27,7 +31,9 @@ def wait_for(
         retry=retry_if_result(lambda value: not value),
         retry_error_callback=lambda _: None,
     )
+    started = time.monotonic()
     value = retrying(attempt)
+    log.info("waited %.1f s for %s", time.monotonic() - started, what)
     if not value:
         seen = last[0] if last else None
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {seen!r}")

@@ -4,7 +4,8 @@ The word count is stateful: its executors write Spark's state store under the ch
 the driver's volume, so this is where a checkpoint the executors cannot reach would show.
 
 Test plan:
-- one word count App (Spark started once) through three stories in turn:
+- one word count App (Spark started once, and again where a story restarts it) through four
+  stories in turn:
   - over 100,000 lines in 6 partitions, run as users get it: the Table equals the ground truth
     exactly, and the executor pods running equal min(desired, cap); their JVMs map the image's
     class archives and initialized ICU's case mappings as they started (the warm-up plugin);
@@ -12,13 +13,13 @@ Test plan:
     resumes from its checkpoint and the Table is still exact;
   - suspended, the App has no pods; lines produced meanwhile are counted once it resumes, from
     its checkpoint (the Table exact: nothing lost, nothing counted twice);
+  - the checkpoint volume deleted while the App is suspended: on resume the App is Stalled
+    (CheckpointLost) and its Table is untouched; with checkpoint.onLoss Recompute the Table
+    equals the ground truth again (the input holds its whole history);
 - a pipeline that fails at run time: the App is Stalled, with the error's last line;
 - three executors that fit no node: the running App is not Ready (ExecutorsUnschedulable, its
   message counting them with the scheduler's reason), and kstatus and Argo CD's health check
-  read it as in progress;
-- the checkpoint volume deleted while the App is suspended: on resume the App is Stalled
-  (CheckpointLost) and its Table is untouched; with checkpoint.onLoss Recompute the Table equals
-  the ground truth again (the input holds its whole history).
+  read it as in progress.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def start_word_count(
 
 
 @pytest.mark.usefixtures("operator")
-def test_a_word_count_stays_exact_through_a_killed_driver_and_a_suspension(
+def test_a_word_count_stays_exact_through_a_killed_driver_a_suspension_and_a_lost_volume(
     kube: Kube,
     namespace: str,
     kafka_prefix: str,
@@ -104,6 +105,10 @@ def test_a_word_count_stays_exact_through_a_killed_driver_and_a_suspension(
     assert get(kube, "app", app, namespace)["status"]["phase"] == "Suspended"
     truth += produce_lines(kafka_bootstrap, lines, 20_000, seed=7)
     _suspend(kube, app, namespace, False)
+    wait_table(kafka_bootstrap, counts, truth, timeout=600)
+
+    suspend_until_pods_gone(kube, app, namespace)
+    truth += _lose_the_volume_then_recompute(kube, app, namespace, kafka_bootstrap, lines, counts)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
 
 
@@ -224,6 +229,36 @@ def suspend_until_pods_gone(kube: Kube, app: str, namespace: str) -> None:
     )
 
 
+def _lose_the_volume_then_recompute(
+    kube: Kube, app: str, namespace: str, bootstrap: str, lines: str, counts: str
+) -> Counter[str]:
+    """The suspended App's checkpoint volume deleted: Stalled on resume with its Table untouched,
+    then recomputed from the input's history once the user chooses; the lines produced."""
+    claims = kube.kubectl("get", "pvc", "-n", namespace, "-o", "name").stdout.split()
+    assert len(claims) == 1, claims
+    kube.kubectl("delete", *claims, "-n", namespace, "--wait=true", "--timeout=120s")
+    truth = produce_lines(bootstrap, lines, 5_000, seed=9)
+    # Untouched: no record written (compaction may rewrite the log meanwhile, so its records
+    # are not compared), and the same counts.
+    offsets_before = end_offsets(bootstrap, counts)
+    counts_before = table_counts(bootstrap, counts)
+
+    _suspend(kube, app, namespace, False)
+
+    found = wait_for(
+        stalled(kube, app, namespace), timeout=300, interval=3, what=f"App {app} Stalled"
+    )
+    assert found["reason"] == "CheckpointLost", found
+    assert found["message"].startswith("nothing was started and the Table is untouched")
+    assert f"holds no offsets while topic {counts} holds records" in found["message"]
+    assert end_offsets(bootstrap, counts) == offsets_before
+    assert table_counts(bootstrap, counts) == counts_before
+
+    patch = json.dumps({"spec": {"checkpoint": {"onLoss": "Recompute"}}})
+    kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
+    return truth
+
+
 @pytest.mark.usefixtures("operator")
 def test_a_failing_pipeline_is_stalled_with_its_error(
     kube: Kube,
@@ -279,40 +314,3 @@ def test_executors_no_node_fits_make_the_app_not_ready_saying_why(
     # Flux and Argo CD wait for it, neither calls it healthy nor failed.
     (health,) = gitopshealth.assess([get(kube, "app", app, namespace)])
     assert (health.kstatus, health.argocd) == ("InProgress", "Progressing"), health
-
-
-@pytest.mark.usefixtures("operator")
-def test_a_deleted_checkpoint_volume_stalls_the_app_until_the_user_chooses(
-    kube: Kube,
-    namespace: str,
-    kafka_prefix: str,
-    runtime_image: str,
-    kafka_bootstrap: str,
-) -> None:
-    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
-    truth = produce_lines(kafka_bootstrap, lines, 10_000, seed=8)
-    wait_table(kafka_bootstrap, counts, truth, timeout=480)
-    suspend_until_pods_gone(kube, app, namespace)
-    claims = kube.kubectl("get", "pvc", "-n", namespace, "-o", "name").stdout.split()
-    assert len(claims) == 1, claims
-    kube.kubectl("delete", *claims, "-n", namespace, "--wait=true", "--timeout=120s")
-    truth += produce_lines(kafka_bootstrap, lines, 5_000, seed=9)
-    # Untouched: no record written (compaction may rewrite the log meanwhile, so its records
-    # are not compared), and the same counts.
-    offsets_before = end_offsets(kafka_bootstrap, counts)
-    counts_before = table_counts(kafka_bootstrap, counts)
-
-    _suspend(kube, app, namespace, False)
-
-    found = wait_for(
-        stalled(kube, app, namespace), timeout=300, interval=3, what=f"App {app} Stalled"
-    )
-    assert found["reason"] == "CheckpointLost", found
-    assert found["message"].startswith("nothing was started and the Table is untouched")
-    assert f"holds no offsets while topic {counts} holds records" in found["message"]
-    assert end_offsets(kafka_bootstrap, counts) == offsets_before
-    assert table_counts(kafka_bootstrap, counts) == counts_before
-
-    patch = json.dumps({"spec": {"checkpoint": {"onLoss": "Recompute"}}})
-    kube.kubectl("patch", "app", app, "-n", namespace, "--type=merge", "-p", patch)
-    wait_table(kafka_bootstrap, counts, truth, timeout=480)
