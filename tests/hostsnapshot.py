@@ -15,9 +15,9 @@ still there after a grace period (`left_behind_since` polls until nothing is lef
 short-lived ones go), and the run's doing: in a session of one of the stack's processes (each
 leads one), naming the stack's directories, in the run's own cgroup (which everything it starts
 inherits: when no other process was in it before the run), or in namespaces other than the
-run's (a container's). Never the run's own
-processes (pytest, its xdist workers, the commands this module runs), nor those a test started
-(they carry a test session's marker; `session_leftovers` reports them).
+run's (a container's). Never the run's own processes (pytest, its xdist workers, the commands
+this module runs), nor those a test started (they carry a test session's marker;
+`session_leftovers` reports them).
 
 The parsing and the comparison are pure (`parse_*`, `left_behind`) and unit-tested
 (tests/unit/test_hostsnapshot.py); `take` reads the host.

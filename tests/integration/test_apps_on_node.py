@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
-from collections.abc import Mapping
 
 import pytest
 
@@ -39,7 +38,6 @@ from .objects import apply, condition, get
 from .polling import wait_for
 from .runtime_helpers import end_offsets
 from .wordcounts import (
-    C1_ONLY,
     COUNT_WORDS,
     driver_running,
     names,
@@ -60,11 +58,9 @@ def start_word_count(
     namespace: str,
     prefix: str,
     image: str,
-    *,
-    spark_conf: Mapping[str, str] | None = C1_ONLY,
 ) -> tuple[str, str, str]:
-    """Apply the word-count App, its Topic and Table, and wait for its driver pod to run; the
-    App's, Topic's and Table's names."""
+    """Apply the word-count App, its Topic and Table (its JVMs as users get them: no
+    sparkConf), and wait for its driver pod to run; the App's, Topic's and Table's names."""
     app, lines, counts = names(prefix)
     documents = word_count(
         app,
@@ -73,7 +69,7 @@ def start_word_count(
         reads=lines,
         writes=counts,
         sql=COUNT_WORDS,
-        spark_conf=spark_conf,
+        spark_conf=None,
     )
     apply(kube, *documents)
     wait_for(
@@ -92,9 +88,7 @@ def test_a_word_count_stays_exact_through_a_killed_driver_a_suspension_and_a_los
     stack: devstack.StackState,
 ) -> None:
     """One App, so Spark starts once, through the stories of a volume checkpoint in turn."""
-    app, lines, counts = start_word_count(
-        kube, namespace, kafka_prefix, runtime_image, spark_conf=None
-    )
+    app, lines, counts = start_word_count(kube, namespace, kafka_prefix, runtime_image)
     truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
     _runs_as_users_get_it(kube, app, namespace)
