@@ -224,7 +224,8 @@ def _processes_left(stack: devstack.StackState) -> list[str]:
     return [f"process {p.pid} (parent {p.ppid}): {p.command[:200]}" for p in left]
 
 
-# The fixtures of tests that start pods on the node: the grouped ones, and test_node's own.
+# The fixtures of tests that start pods on the node: the grouped ones, and test_node's own
+# (outside the group: their pods are held on node 1, which no test stops).
 _POD_FIXTURES = shared.NODE_FIXTURES | {"node_stack"}
 # A test's call report, for its fixtures' teardown to see whether it failed.
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()

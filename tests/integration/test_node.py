@@ -16,6 +16,8 @@ Test plan:
   new ones reconcile;
 - a PVC of the default StorageClass binds, and data written by one pod is read back by the next;
 - cluster DNS resolves Service names from pods.
+Every pod here runs on node 1 (a nodeSelector; the chart's `nodeSelector` value): these tests
+are not in the node's xdist group, and that group's tests stop node 2 as a crash would.
 (That `rillet dev down` leaves nothing behind is checked when the session's stack goes down:
 see the `stack` fixture.)
 """
@@ -62,6 +64,8 @@ RESTRICTED_CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},
 }
+# Node 1, which no test stops (the node group's tests stop node 2 while these run).
+ON_NODE_1 = {"kubernetes.io/hostname": devnode.NODE_NAME}
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +95,7 @@ def _pod(name: str, image: str, command: list[str], **spec: Any) -> dict[str, An
         "metadata": {"name": name},
         "spec": {
             "restartPolicy": "Never",
+            "nodeSelector": ON_NODE_1,
             "securityContext": RESTRICTED_POD_SECURITY,
             "containers": [
                 {
@@ -199,7 +204,9 @@ def _install_local_chart(
         kafka_bootstrap=state.kafka_bootstrap,
         watched=watched,
     )
-    sets = [f"--set={value}" for value in values]
+    # Helm's --set reads dots as nesting: the label's own dots are escaped.
+    on_node_1 = rf"nodeSelector.kubernetes\.io/hostname={devnode.NODE_NAME}"
+    sets = [f"--set={value}" for value in (on_node_1, *values)]
     helm(
         kube,
         "install",
@@ -325,6 +332,10 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
             what="a replica to take the Lease",
         )
         assert leader in pods
+        # The chart's nodeSelector placed both.
+        assert {
+            get(kube, "pod", pod, restricted_namespace)["spec"]["nodeName"] for pod in pods
+        } == {devnode.NODE_NAME}
         [standby] = [pod for pod in pods if pod != leader]
         apply(kube, topic(name, watched, deletionPolicy="Delete", config={"retention.ms": 3600000}))
         wait_condition(kube, "topic", name, watched, timeout=120)

@@ -106,7 +106,8 @@ if args.get("s3"):
 @pytest.fixture(scope="module")
 def two_nodes(stack: devstack.StackState, runtime_image: str) -> devstack.StackState:
     """The shared stack with (at least) two nodes; the runtime image puts the module in the
-    node's xdist group: no other test's pods run meanwhile on the node this one stops."""
+    node's xdist group: no other test's pods run meanwhile on the node this one stops (those of
+    test_node.py, outside the group, are held on node 1)."""
     return nodes.grow_to_two()
 
 

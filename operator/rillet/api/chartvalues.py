@@ -237,6 +237,18 @@ class ChartValues(ChartModel):
         },
         description="The operator container's securityContext (a Kubernetes SecurityContext).",
     )
+    node_selector: dict[str, str] = Field(
+        default={}, description="Labels a node must have to run an operator pod."
+    )
+    tolerations: list[dict[str, Any]] = Field(
+        default=[], description="Taints the operator pods tolerate (Kubernetes Tolerations)."
+    )
+    affinity: dict[str, Any] = Field(
+        default={},
+        description="The operator pods' affinity (a Kubernetes Affinity): for instance a "
+        "podAntiAffinity that keeps the replicas on different nodes, so one node lost leaves a "
+        "standby.",
+    )
     pod_disruption_budget: PodDisruptionBudget = Field(default_factory=PodDisruptionBudget)
     monitoring: Monitoring = Field(default_factory=Monitoring)
 
