@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 from pathlib import Path
@@ -194,7 +193,7 @@ def _wait_gone(pid: int) -> None:
 
 def remove(extra: ExtraNode, layout: node.NodeLayout) -> None:
     """Take the stopped node off the host: its netns (with the veth pair, its bridge, routes and
-    iptables), cgroups (depth first) and files."""
+    iptables), cgroups (depth first) and files, but a released image store (as node 1's)."""
     subprocess.run(["ip", "netns", "del", extra.netns], capture_output=True, check=False)
     hostcleanup.delete_link(extra.host_link)  # normally gone with its peer
     subprocess.run(["ip", "route", "del", extra.spec.pod_cidr], capture_output=True, check=False)
@@ -203,7 +202,7 @@ def remove(extra: ExtraNode, layout: node.NodeLayout) -> None:
         for directory, _, _ in os.walk(root, topdown=False):
             with contextlib.suppress(OSError):
                 Path(directory).rmdir()
-    shutil.rmtree(layout.root, ignore_errors=True)
+    noderunning.remove_but_the_image_store(layout)
 
 
 def leftovers(extra: ExtraNode) -> list[str]:

@@ -23,6 +23,7 @@ from rillet_devstack import (
     extranodes,
     importing,
     node,
+    noderunning,
     paths,
     processes,
     provisioning,
@@ -203,6 +204,8 @@ def _remove_all(state: stack.StackState) -> None:
     for recorded in list(state.extra_nodes):
         extra = extranodes.extra_node(recorded.index)
         layout = _layout(state, recorded.index)
+        if recorded.running:  # its pods are deleted: its containerd then holds images only
+            noderunning.release_image_store(layout)
         try:
             extranoderunning.stop(extra, layout)
         except RuntimeError as error:  # a process that outlives SIGKILL: the rest still goes

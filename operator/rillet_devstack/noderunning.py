@@ -76,6 +76,10 @@ def containerd_answers(layout: node.NodeLayout) -> bool:
     return subprocess.run(version, capture_output=True, timeout=10).returncode == 0
 
 
+# What CRI keeps of each sandbox (hosts files, ...) inside containerd's root.
+CRI_FILES = "io.containerd.grpc.v1.cri"
+
+
 def release_image_store(layout: node.NodeLayout) -> bool:
     """Remove every container of the node's containerd (their pods are gone, their tasks
     ended), so that its root holds images only, and mark it reusable; False, unmarked, if a
@@ -97,20 +101,42 @@ def release_image_store(layout: node.NodeLayout) -> bool:
 
 def empty_state_dir(root: Path) -> None:
     """Remove everything of the last stack under `root` (every `up` starts an empty cluster),
-    but the node's image store when the last `down` released it: importing the images into
-    containerd again takes most of a minute. The files CRI kept for the last run's sandboxes
-    go with the rest."""
-    layout = node.NodeLayout(root / "node")
-    if not layout.image_store_released.exists() or not layout.containerd_root.is_dir():
-        shutil.rmtree(root, ignore_errors=True)
-        return
-    aside = root.with_name(f"{root.name}.image-store")  # beside it: a rename, not a copy
-    shutil.rmtree(aside, ignore_errors=True)
-    layout.containerd_root.rename(aside)
+    but each node's image store that the last `down` released (node 1's, and the extra nodes'
+    in `node-N`): importing the images into a containerd again takes a minute or more. The
+    files CRI kept for the last run's sandboxes go with the rest."""
+    kept = {}
+    for layout in (node.NodeLayout(path) for path in sorted(root.glob("node*"))):
+        if _released(layout):
+            aside = root.with_name(f"{root.name}.image-store-{layout.root.name}")  # a rename
+            shutil.rmtree(aside, ignore_errors=True)
+            layout.containerd_root.rename(aside)
+            kept[layout] = aside
     shutil.rmtree(root, ignore_errors=True)
-    layout.containerd.mkdir(parents=True)
-    aside.rename(layout.containerd_root)
-    shutil.rmtree(layout.containerd_root / "io.containerd.grpc.v1.cri", ignore_errors=True)
+    for layout, aside in kept.items():
+        layout.containerd.mkdir(parents=True)
+        aside.rename(layout.containerd_root)
+        shutil.rmtree(layout.containerd_root / CRI_FILES, ignore_errors=True)
+
+
+def remove_but_the_image_store(layout: node.NodeLayout) -> None:
+    """Remove a node's files, but its image store when `release_image_store` marked it (the
+    next `up` finds it, as `empty_state_dir` leaves it)."""
+    if not _released(layout):
+        shutil.rmtree(layout.root, ignore_errors=True)
+        return
+    keep = {layout.containerd, layout.containerd_root, layout.image_store_released}
+    for path in [*layout.root.iterdir(), *layout.containerd.iterdir()]:
+        if path in keep:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    shutil.rmtree(layout.containerd_root / CRI_FILES, ignore_errors=True)
+
+
+def _released(layout: node.NodeLayout) -> bool:
+    return layout.image_store_released.exists() and layout.containerd_root.is_dir()
 
 
 def _cert_name(spec: node.NodeSpec, kind: str) -> str:

@@ -227,11 +227,14 @@ def test_only_packages_without_their_files_are_missing(tmp_path: Path) -> None:
     assert packages.missing_packages(wanted) == ["gone"]
 
 
-def _last_stack(root: Path, *, released: bool) -> node.NodeLayout:
-    """A state directory as a stack leaves it: etcd's data, an image, CRI's sandbox files."""
-    layout = node.NodeLayout(root / "node")
-    (root / "etcd").mkdir(parents=True)
+def _last_stack(root: Path, *, released: bool, name: str = "node") -> node.NodeLayout:
+    """A state directory as a stack leaves it: etcd's data, a node's image, CRI's sandbox
+    files, the node's kubelet files."""
+    layout = node.NodeLayout(root / name)
+    (root / "etcd").mkdir(parents=True, exist_ok=True)
     (root / "etcd" / "db").write_text("cluster")
+    (layout.root / "kubelet").mkdir(parents=True)
+    (layout.root / "kubelet.pid").write_text("1")
     blob = layout.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256" / "ab"
     blob.parent.mkdir(parents=True)
     blob.write_text("layer")
@@ -264,3 +267,38 @@ def test_up_empties_an_image_store_no_down_released(tmp_path: Path) -> None:
     noderunning.empty_state_dir(root)
 
     assert not root.exists()
+
+
+def test_up_keeps_each_nodes_released_image_store_and_empties_the_others(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    first = _last_stack(root, released=True)
+    second = _last_stack(root, released=True, name="node-2")
+    third = _last_stack(root, released=False, name="node-3")  # crashed: never released
+
+    noderunning.empty_state_dir(root)
+
+    for kept in (first, second):
+        blob = kept.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256"
+        assert (blob / "ab").read_text() == "layer"
+        assert not (kept.containerd_root / "io.containerd.grpc.v1.cri").exists()
+        assert not (kept.root / "kubelet").exists()
+    assert not third.root.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_a_removed_node_keeps_only_its_released_image_store(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    released = _last_stack(root, released=True, name="node-2")
+    crashed = _last_stack(root, released=False, name="node-3")
+
+    noderunning.remove_but_the_image_store(released)
+    noderunning.remove_but_the_image_store(crashed)
+
+    assert sorted(p.name for p in released.root.iterdir()) == ["containerd"]
+    assert sorted(p.name for p in released.containerd.iterdir()) == sorted(
+        [released.containerd_root.name, released.image_store_released.name]
+    )
+    assert sorted(p.name for p in released.containerd_root.iterdir()) == [
+        "io.containerd.content.v1.content"
+    ]
+    assert not crashed.root.exists()
