@@ -283,7 +283,7 @@ def _lose_an_executors_node(
     app = names["app"]
     assert nodes.driver_node(kube, namespace) == NODE_1
     batches = _batches(kube, namespace)
-    truth.update(produce_lines(kafka_bootstrap, names["lines"], 60_000, seed=37))
+    truth.update(produce_lines(kafka_bootstrap, names["lines"], 30_000, seed=37))
     wait_for(lambda: _batches(kube, namespace) > batches, timeout=120, what="a new batch")
     nodes.stop(NODE_2)
     stopped = time.monotonic()
@@ -344,7 +344,7 @@ def _lose_the_drivers_node(
     app = names["app"]
     _move_the_driver_to(kube, namespace, NODE_2, NODE_1)
     batches = _batches(kube, namespace)
-    truth.update(produce_lines(kafka_bootstrap, names["lines"], 60_000, seed=38))
+    truth.update(produce_lines(kafka_bootstrap, names["lines"], 30_000, seed=38))
     wait_for(lambda: _batches(kube, namespace) > batches, timeout=180, what="a batch on node 2")
     nodes.stop(NODE_2)
     lost_at = datetime.now(UTC)
@@ -381,7 +381,7 @@ def test_an_app_across_nodes_loses_neither_node_s_records(
     across_app: dict[str, str],
     stack: devstack.StackState,
 ) -> None:
-    truth = produce_lines(kafka_bootstrap, across_app["lines"], 120_000, seed=36)
+    truth = produce_lines(kafka_bootstrap, across_app["lines"], 40_000, seed=36)
     _spread_over_both_nodes(kube, namespace, stack, across_app)
     wait_table(kafka_bootstrap, across_app["counts"], truth, timeout=600)
     _exactly_once(kafka_bootstrap, across_app["lines"], across_app["copies"])

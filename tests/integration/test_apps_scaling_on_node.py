@@ -47,9 +47,10 @@ from .wordcounts import C1_ONLY
 pytestmark = pytest.mark.usefixtures("operator")
 
 PARTITIONS = 2
-# 30,000 records at lagTarget 1,000 want 30 executors; minExecutors wants 3: both past the cap.
-LAG = 30_000
-BURST = 40_000
+# 8,000 records at lagTarget 1,000 want 8 executors; minExecutors wants 3: both past the cap.
+LAG = 8_000
+# Over 6 partitions: wants all 4 executors (maxExecutors), busy for some 12 s at 4.
+BURST = 24_000
 SLEEP_MS = 2  # per record (installs.slow_copy_sql)
 SCALING = {
     "minExecutors": 3,
@@ -90,10 +91,12 @@ def driver(kube: Kube, namespace: str) -> tuple[str, str | None]:
     return pod["metadata"]["uid"], progress.get("applicationId")
 
 
-def produce(bootstrap: str, topic_name: str, count: int) -> None:
+def produce(bootstrap: str, topic_name: str, count: int, *, partitions: int) -> None:
+    """`count` records spread evenly over the partitions: every executor gets its share, so the
+    lag drains at the pace of all of them (the sticky partitioner fills a few partitions)."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for i in range(count):
-        producer.produce(topic_name, value=f"line {i}".encode())
+        producer.produce(topic_name, value=f"line {i}".encode(), partition=i % partitions)
         if i % 1000 == 0:
             producer.poll(0)
     assert producer.flush(30) == 0
@@ -193,7 +196,7 @@ def test_executors_scale_live_with_lag_and_never_pass_the_partitions(
         topic(target, namespace, partitions=PARTITIONS),
     )
     wait_condition(kube, "topic", source, namespace, timeout=60)
-    produce(kafka_bootstrap, source, LAG)
+    produce(kafka_bootstrap, source, LAG, partitions=PARTITIONS)
     apply(kube, copying_app(name, namespace, runtime_image, source=source, target=target))
     started = time.monotonic()
     _within_the_partitions_from_the_first_second(kube, namespace, name, sampler, measurement)
@@ -211,7 +214,7 @@ def test_executors_scale_live_with_lag_and_never_pass_the_partitions(
 
     _grow_to_six_partitions(kube, namespace, source, name, measurement)
     burst = time.monotonic()
-    produce(kafka_bootstrap, source, BURST)
+    produce(kafka_bootstrap, source, BURST, partitions=6)
     seen: list[dict[str, Any]] = []
 
     def scaled_up() -> bool:
