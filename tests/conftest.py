@@ -22,7 +22,8 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         print(f"\nthe run failed after its tests: {message}", file=sys.stderr)
 
 
+@pytest.hookimpl(trylast=True)  # after the slowest durations: near the end a CI page shows
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     lines = [
         f"{report.nodeid}: {text}"
@@ -172,3 +174,24 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("-", "measurements and notes")
         for line in lines:
             terminalreporter.write_line(line)
+    if busy := _busy_workers(terminalreporter.stats.values()):
+        terminalreporter.write_line(f"seconds in tests per xdist worker: {busy}")
+
+
+def _busy_workers(stats: Iterable[list[Any]]) -> str:
+    """Each xdist worker's seconds in its tests' setup, call and teardown, and how many were the
+    node group's: the run lasts as long as its busiest worker (what to shorten next)."""
+    total: Counter[str] = Counter()
+    grouped: Counter[str] = Counter()
+    for reports in stats:
+        for report in reports:
+            worker = getattr(getattr(report, "node", None), "gateway", None)
+            if worker is None or getattr(report, "when", None) is None:
+                continue
+            total[worker.id] += report.duration
+            if report.nodeid.endswith("@node"):
+                grouped[worker.id] += report.duration
+    return "; ".join(
+        f"{worker} {total[worker]:.0f} s ({grouped[worker]:.0f} s in the node group)"
+        for worker in sorted(total)
+    )
