@@ -7,6 +7,7 @@ the kernel settings and fixed paths the node changes are read first, for `rillet
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -55,8 +56,21 @@ def existing_fixed_paths() -> list[Path]:
     return [path for path in node.FIXED_PATHS if path.exists()]
 
 
+def mount_netns_dir() -> None:
+    """Make /run/netns a mount of its own, as `ip netns add` does on its first use (a shared
+    bind of itself), before node 1's pods pin their network namespaces in it. Made later, by an
+    extra node's `ip netns add`, it covered the pins of node 1's pods running then: containerd
+    could no longer remove them (unlinkat: EBUSY), and those pods were never deleted. `down`
+    unmounts it with the other fixed paths the stack made."""
+    NETNS_DIR.mkdir(parents=True, exist_ok=True)
+    if not os.path.ismount(NETNS_DIR):
+        subprocess.run(["mount", "--bind", NETNS_DIR, NETNS_DIR], check=True)
+    subprocess.run(["mount", "--make-shared", NETNS_DIR], check=True)
+
+
 def start_containerd(layout: node.NodeLayout, *, sandbox_image: str, logs: Path) -> ProcessRecord:
     """containerd with the node's config; returns once its socket answers."""
+    mount_netns_dir()
     layout.containerd.mkdir(parents=True, exist_ok=True)
     layout.cni_config.mkdir(parents=True, exist_ok=True)
     (layout.cni_config / "10-rillet.conflist").write_text(json.dumps(node.build_cni_config(layout)))
@@ -76,6 +90,8 @@ def containerd_answers(layout: node.NodeLayout) -> bool:
     return subprocess.run(version, capture_output=True, timeout=10).returncode == 0
 
 
+# Where `ip netns` and CNI pin network namespaces (node 1's pods', and the extra nodes').
+NETNS_DIR = Path("/run/netns")
 # What CRI keeps of each sandbox (hosts files, ...) inside containerd's root.
 CRI_FILES = "io.containerd.grpc.v1.cri"
 

@@ -15,7 +15,8 @@ Test plan, one App (Spark started once, then once more for the deleted driver):
   starts with is within the cap, not minExecutors); the status says the cap is 2, bound by the
   input's partitions;
 - the driver pod is deleted: the new driver starts, and again never more than 2 executor pods;
-- its input Topic grows from 2 to 6 partitions: the cap follows within seconds;
+- its first records drained, its input Topic grows from 2 to 6 partitions: the cap follows
+  within seconds, and the count rises to minExecutors, no longer held by the cap;
 - a burst of records: the count rises to maxExecutors (within the new cap) and that many executor
   pods run, with the same driver pod (uid) and the same Spark application: no restart;
 - the lag drained, the count returns to minExecutors after the stabilization window, and the
@@ -212,7 +213,18 @@ def test_executors_scale_live_with_lag_and_never_pass_the_partitions(
     )
     assert_within_cap(sampler, started)
 
+    # The first records drained: the next rise of the count is the burst's alone.
+    wait_for(
+        lambda: get(kube, "app", name, namespace)["status"].get("lag") == 0,
+        timeout=120,
+        what="the first records drained",
+    )
     _grow_to_six_partitions(kube, namespace, source, name, measurement)
+    wait_for(
+        lambda: executors_of(kube, name, namespace).get("desired") == SCALING["minExecutors"],
+        timeout=30,
+        what="minExecutors wanted, the cap no longer binding",
+    )
     burst = time.monotonic()
     produce(kafka_bootstrap, source, BURST, partitions=6)
     seen: list[dict[str, Any]] = []
