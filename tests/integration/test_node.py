@@ -15,7 +15,9 @@ Test plan:
   Lease out and either may win; the other stands by. `helm upgrade` then rolls both pods and the
   new ones reconcile;
 - a PVC of the default StorageClass binds, and data written by one pod is read back by the next;
-- cluster DNS resolves Service names from pods.
+- cluster DNS resolves Service names from pods;
+- a pod's network namespace is pinned inside /run/netns, a shared mount of its own, so a node
+  added later (`ip netns add`) cannot cover the pin and wedge the pod's deletion.
 Every pod here runs on node 1 (a nodeSelector; the chart's `nodeSelector` value): these tests
 are not in the node's xdist group, and that group's tests stop node 2 as a crash would.
 (That `rillet dev down` leaves nothing behind is checked when the session's stack goes down:
@@ -484,3 +486,42 @@ def test_pods_resolve_service_names(
         kube.kubectl("get", "service", "kubernetes", "-n", "default", "-o", "json").stdout
     )["spec"]["clusterIP"]
     assert _wait_succeeded(kube, restricted_namespace, "lookup", timeout=120).strip() == service_ip
+
+
+def _mounts() -> list[tuple[int, int, str, str]]:
+    """The host's mounts as /proc/self/mountinfo lists them: id, parent id, mount point, and
+    the optional fields (propagation)."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields, _ = line.split(" - ", 1)
+        mount_id, parent, _, _, point, _, *optional = fields.split()
+        found.append((int(mount_id), int(parent), point, " ".join(optional)))
+    return found
+
+
+def test_a_pods_network_namespace_is_pinned_inside_the_netns_mount(
+    kube: Kube, node_stack: devstack.StackState, restricted_namespace: str
+) -> None:
+    """A node added later (`ip netns add` makes /run/netns a mount on first use) must not cover
+    the pins of node 1's running pods: covered, containerd cannot remove them and those pods are
+    never deleted. So /run/netns is a shared mount of its own, and each pin sits inside it."""
+    image = node_stack.node.images["runtime"]  # type: ignore[union-attr]
+    _create(kube, restricted_namespace, _pod("pinned", image, ["sleep", "300"]))
+    wait_for(
+        lambda: _phase(kube, restricted_namespace, "pinned") == "Running",
+        timeout=120,
+        what="pod pinned Running",
+    )
+    mounts = _mounts()
+    netns = [
+        (mount_id, optional) for mount_id, _, point, optional in mounts if point == "/run/netns"
+    ]
+    assert netns, "/run/netns is no mount of its own"
+    top, propagation = netns[-1]  # the last mounted is the one paths resolve through
+    assert "shared:" in propagation, propagation
+    pins = [
+        (point, parent) for _, parent, point, _ in mounts if point.startswith("/run/netns/cni-")
+    ]
+    assert pins, "no pod network namespace pinned under /run/netns"
+    assert all(parent == top for _, parent in pins), pins
+    kube.kubectl("delete", "pod", "pinned", "-n", restricted_namespace, "--wait=false")
