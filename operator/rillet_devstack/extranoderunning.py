@@ -113,6 +113,7 @@ def start(
     if not images_ready:
         (layout.root / extranodes.IMAGES_READY).unlink(missing_ok=True)
     (layout.root / extranodes.STOPPING).unlink(missing_ok=True)
+    noderunning.claim_image_store(layout)
     anchor = processes.start(
         f"{extra.spec.name} anchor",
         extranodes.enter_command(extra, script),

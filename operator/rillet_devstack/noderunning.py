@@ -72,6 +72,7 @@ def start_containerd(layout: node.NodeLayout, *, sandbox_image: str, logs: Path)
     """containerd with the node's config; returns once its socket answers."""
     mount_netns_dir()
     layout.containerd.mkdir(parents=True, exist_ok=True)
+    claim_image_store(layout)
     layout.cni_config.mkdir(parents=True, exist_ok=True)
     (layout.cni_config / "10-rillet.conflist").write_text(json.dumps(node.build_cni_config(layout)))
     config = layout.containerd / "config.toml"
@@ -119,7 +120,9 @@ def empty_state_dir(root: Path) -> None:
     """Remove everything of the last stack under `root` (every `up` starts an empty cluster),
     but each node's image store that the last `down` released (node 1's, and the extra nodes'
     in `node-N`): importing the images into a containerd again takes a minute or more. The
-    files CRI kept for the last run's sandboxes go with the rest."""
+    files CRI kept for the last run's sandboxes go with the rest. Each kept store stays marked
+    released until its containerd starts (`claim_image_store`): an extra node that this stack
+    never starts keeps its images through any number of one-node stacks."""
     kept = {}
     for layout in (node.NodeLayout(path) for path in sorted(root.glob("node*"))):
         if _released(layout):
@@ -132,6 +135,13 @@ def empty_state_dir(root: Path) -> None:
         layout.containerd.mkdir(parents=True)
         aside.rename(layout.containerd_root)
         shutil.rmtree(layout.containerd_root / CRI_FILES, ignore_errors=True)
+        layout.image_store_released.touch()
+
+
+def claim_image_store(layout: node.NodeLayout) -> None:
+    """Unmark the node's image store as its containerd starts: from then on it holds the
+    containers of a running node, until a clean `down` releases it again."""
+    layout.image_store_released.unlink(missing_ok=True)
 
 
 def remove_but_the_image_store(layout: node.NodeLayout) -> None:

@@ -11,7 +11,8 @@ Test plan:
 - teardown finds exactly the node's iptables chains and the jumps into them, and the mounts
   under the node's directories (deepest first, escaped paths decoded);
 - a new `up` empties the state directory but keeps containerd's image store, only when the
-  last `down` released it (no container left), and never the files CRI kept for sandboxes.
+  last `down` released it (no container left), and never the files CRI kept for sandboxes;
+  a store no node of the new stack starts stays released through any number of `up`s.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def test_up_keeps_the_image_store_a_clean_down_released(tmp_path: Path) -> None:
     assert blob.read_text() == "layer"
     assert not (layout.containerd_root / "io.containerd.grpc.v1.cri").exists()
     assert not (root / "etcd").exists()
-    assert not layout.image_store_released.exists()  # reused once: the next down marks it again
+    assert layout.image_store_released.exists()  # until its containerd starts
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
 
 
@@ -284,6 +285,22 @@ def test_up_keeps_each_nodes_released_image_store_and_empties_the_others(tmp_pat
         assert not (kept.root / "kubelet").exists()
     assert not third.root.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state"]
+
+
+def test_an_extra_nodes_image_store_outlives_one_node_stacks_until_its_node_starts(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "state"
+    second = _last_stack(root, released=True, name="node-2")
+    blob = second.containerd_root / "io.containerd.content.v1.content" / "blobs" / "sha256"
+
+    for _ in range(2):  # two `up`s of one node (and their `down`s) in which node 2 never ran
+        noderunning.empty_state_dir(root)
+    assert (blob / "ab").read_text() == "layer"
+
+    noderunning.claim_image_store(second)  # node 2 starts: a `down` must release it again
+    noderunning.empty_state_dir(root)
+    assert not root.exists()
 
 
 def test_a_removed_node_keeps_only_its_released_image_store(tmp_path: Path) -> None:
