@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import yaml
 
+from rillet_devstack import node, processes
 from rillet_devstack import pki as pki_module
-from rillet_devstack import processes
 from rillet_devstack.processes import ProcessRecord
 
 SERVICE_CIDR = "10.0.0.0/24"
@@ -237,6 +237,7 @@ def start_controller_manager(
             "--secure-port=0",
             f"--controllers={','.join(controllers)}",
             "--use-service-account-credentials=false",
+            f"--node-monitor-grace-period={node.NODE_MONITOR_GRACE_SECONDS}s",
             "--v=1",
         ],
         log=layout.logs / "kube-controller-manager.log",

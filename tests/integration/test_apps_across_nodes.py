@@ -381,7 +381,8 @@ def test_an_app_across_nodes_loses_neither_node_s_records(
     across_app: dict[str, str],
     stack: devstack.StackState,
 ) -> None:
-    truth = produce_lines(kafka_bootstrap, across_app["lines"], 40_000, seed=36)
+    # 40,001 lines, then 30,000 at each node's loss: more than 100,000 records over the story.
+    truth = produce_lines(kafka_bootstrap, across_app["lines"], 40_001, seed=36)
     _spread_over_both_nodes(kube, namespace, stack, across_app)
     wait_table(kafka_bootstrap, across_app["counts"], truth, timeout=600)
     _exactly_once(kafka_bootstrap, across_app["lines"], across_app["copies"])
