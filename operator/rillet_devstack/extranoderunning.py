@@ -203,7 +203,7 @@ def remove(extra: ExtraNode, layout: node.NodeLayout) -> None:
         for directory, _, _ in os.walk(root, topdown=False):
             with contextlib.suppress(OSError):
                 Path(directory).rmdir()
-    noderunning.remove_but_the_image_store(layout)
+    noderunning.remove_but_the_image_store(layout, logs=logs_of(layout))
 
 
 def leftovers(extra: ExtraNode) -> list[str]:

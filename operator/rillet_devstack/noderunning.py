@@ -144,14 +144,18 @@ def claim_image_store(layout: node.NodeLayout) -> None:
     layout.image_store_released.unlink(missing_ok=True)
 
 
-def remove_but_the_image_store(layout: node.NodeLayout) -> None:
+def remove_but_the_image_store(layout: node.NodeLayout, *, logs: Path | None = None) -> None:
     """Remove a node's files, but its image store when `release_image_store` marked it (the
-    next `up` finds it, as `empty_state_dir` leaves it)."""
-    if not _released(layout):
+    next `up` finds it, as `empty_state_dir` leaves it), and its `logs` directory: what went
+    wrong in a run is read after its `down`, as node 1's logs are (the next `up` empties both)."""
+    keep = {logs} if logs is not None and logs.is_dir() else set()
+    if _released(layout):
+        keep |= {layout.containerd, layout.containerd_root, layout.image_store_released}
+    if not keep:
         shutil.rmtree(layout.root, ignore_errors=True)
         return
-    keep = {layout.containerd, layout.containerd_root, layout.image_store_released}
-    for path in [*layout.root.iterdir(), *layout.containerd.iterdir()]:
+    inside = list(layout.containerd.iterdir()) if layout.containerd in keep else []
+    for path in [*layout.root.iterdir(), *inside]:
         if path in keep:
             continue
         if path.is_dir() and not path.is_symlink():

@@ -77,6 +77,17 @@ def cordoned(kube: Kube, node: str) -> Iterator[None]:
         kube.kubectl("uncordon", node)
 
 
+@contextlib.contextmanager
+def only_node_1(kube: Kube) -> Iterator[None]:
+    """Every other node cordoned meanwhile (those the stack has): what is scheduled then, such as
+    a driver whose volume then binds it there, lands on node 1."""
+    others = [name for name in kube.names("nodes") if name != NODE_1]
+    with contextlib.ExitStack() as cordons:
+        for other in others:
+            cordons.enter_context(cordoned(kube, other))
+        yield
+
+
 def node_ready(kube: Kube, node: str) -> bool:
     found = kube.api.read("node", node, None)
     return condition(found or {}, "Ready").get("status") == "True"

@@ -12,7 +12,8 @@ Test plan:
   under the node's directories (deepest first, escaped paths decoded);
 - a new `up` empties the state directory but keeps containerd's image store, only when the
   last `down` released it (no container left), and never the files CRI kept for sandboxes;
-  a store no node of the new stack starts stays released through any number of `up`s.
+  a store no node of the new stack starts stays released through any number of `up`s; a removed
+  node keeps its logs until the next `up`.
 """
 
 from __future__ import annotations
@@ -318,4 +319,23 @@ def test_a_removed_node_keeps_only_its_released_image_store(tmp_path: Path) -> N
     assert sorted(p.name for p in released.containerd_root.iterdir()) == [
         "io.containerd.content.v1.content"
     ]
+    assert not crashed.root.exists()
+
+
+def test_a_removed_node_keeps_its_logs_until_the_next_up(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    released = _last_stack(root, released=True, name="node-2")
+    crashed = _last_stack(root, released=False, name="node-3")
+    for layout in (released, crashed):
+        (layout.root / "logs").mkdir()
+        (layout.root / "logs" / "kubelet.log").write_text("why it failed")
+
+    noderunning.remove_but_the_image_store(released, logs=released.root / "logs")
+    noderunning.remove_but_the_image_store(crashed, logs=crashed.root / "logs")
+
+    assert sorted(p.name for p in released.root.iterdir()) == ["containerd", "logs"]
+    assert sorted(p.name for p in crashed.root.iterdir()) == ["logs"]
+    assert (crashed.root / "logs" / "kubelet.log").read_text() == "why it failed"
+    noderunning.empty_state_dir(root)
+    assert not (released.root / "logs").exists()
     assert not crashed.root.exists()
