@@ -22,9 +22,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-# The tests' stack has the object store (checkpoints on S3); the demo's needs none (faster).
+# The tests' stack has the object store (checkpoints on S3) and the schema registry (as
+# tests/conftest.py starts it); the demo's needs neither (faster).
 STACK_FLAGS ?=
-test-repeat: STACK_FLAGS := --object-store
+test-repeat: STACK_FLAGS := --object-store --schema-registry
 
 stack: setup
 	$(BIN)/rillet dev up $(STACK_FLAGS)

@@ -39,6 +39,8 @@ MEASUREMENT = "measurement"
 # group): what they time (scaling on lag, a driver's restart) is measured against the node's two
 # cores, which a second test's Apps would share.
 NODE_FIXTURES = {"runtime_image", "operator_image"}
+# What the tests' stack runs beside Kafka and the node (`make test-repeat` starts the same).
+STACK_FLAGS = ("--object-store", "--schema-registry")
 # Set by an xdist controller that found no stack running, for its workers (which inherit it).
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
 # The host as that controller found it, before its `rillet dev up`.
@@ -131,8 +133,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config.stash[_HOST_BEFORE] = hostsnapshot.take()
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
-        # With the object store: the tests of checkpoints on S3 need it (`make demo`'s does not).
-        up = [sys.executable, "-m", "rillet.cli", "dev", "up", "--object-store"]
+        # With the object store and the schema registry: the tests of checkpoints on S3 and of
+        # registry formats need them (`make demo`'s stack has neither).
+        up = [sys.executable, "-m", "rillet.cli", "dev", "up", *STACK_FLAGS]
         started = subprocess.run(up, check=False)
     if started.returncode != 0:
         pytest.exit("`rillet dev up` failed (above)", returncode=pytest.ExitCode.INTERNAL_ERROR)

@@ -91,9 +91,17 @@ def dev_up(
             "endpoint and key."
         ),
     ] = False,
+    schema_registry: Annotated[
+        bool,
+        typer.Option(
+            help="Also run a schema registry with the Confluent API (Apicurio Registry, "
+            "fetched once; needs Java 21+) and a Secret rillet-schema-registry in namespace "
+            "default; `rillet dev env` prints its URL and user."
+        ),
+    ] = False,
 ) -> None:
     """Provision what is missing, start the stack (or reuse a running one), print its env."""
-    from rillet_devstack import stack, starting
+    from rillet_devstack import schemaregistering, stack, starting
     from rillet_devstack.commands import CommandFailedError
     from rillet_devstack.packages import PackagesUnavailableError
     from rillet_devstack.processes import ComponentFailedError
@@ -108,9 +116,15 @@ def dev_up(
             secured=kafka_security == "sasl-ssl",
             nodes=nodes,
             object_store=object_store,
+            schema_registry=schema_registry,
             report=_timed_step,
         )
-    except (MissingToolError, starting.NodeUnavailableError, PackagesUnavailableError) as error:
+    except (
+        MissingToolError,
+        starting.NodeUnavailableError,
+        PackagesUnavailableError,
+        schemaregistering.NoJavaError,
+    ) as error:
         raise _fail(str(error)) from None
     except (CommandFailedError, ComponentFailedError) as error:
         raise _fail(str(error)) from None
@@ -157,6 +171,8 @@ def dev_status() -> None:
     console.print(f"apiserver {state.apiserver}  kafka {state.kafka_bootstrap}")
     if state.object_store is not None:
         console.print(f"s3 {state.object_store.endpoint}  bucket {state.object_store.bucket}")
+    if state.schema_registry is not None:
+        console.print(f"schema registry {state.schema_registry.url}")
     if state.node is not None and healthy:
         for line in stack.describe_nodes(state):
             console.print(line, highlight=False)

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -166,6 +167,28 @@ def fetch_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> No
     )
 
 
+def fetch_schema_registry(scratch: Path, target: Path, progress: reporting.Progress) -> None:
+    """Apicurio Registry's server (a Quarkus application: its `-all` archive holds the launcher
+    jar and its libraries) into target/registry."""
+    artifact = f"io.apicurio:apicurio-registry-app:{versions.APICURIO_REGISTRY}:tar.gz:all"
+    run_logged(
+        [
+            "mvn",
+            "-B",
+            "-q",
+            "dependency:copy",
+            f"-Dartifact={artifact}",
+            f"-DoutputDirectory={scratch}",
+        ],
+        cwd=scratch,
+        log=target / "fetch.log",
+    )
+    (archive,) = scratch.glob("apicurio-registry-app-*.tar.gz")
+    progress(f"unpack {archive.name}")
+    with tarfile.open(archive) as packed:
+        packed.extractall(target / "registry", filter="data")
+
+
 def fetch_kafka_streams(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """Kafka Streams at the broker's version and its runtime dependencies (RocksDB), for the
     benchmark's peer row (bench/pipeline/): no stack needs it."""
@@ -312,6 +335,9 @@ LOCAL_PATH = Artefact(
 )
 SEAWEEDFS = Artefact("seaweedfs", versions.SEAWEEDFS, ("go",), gobuilding.build_seaweedfs)
 KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
+SCHEMA_REGISTRY = Artefact(
+    "apicurio-registry", versions.APICURIO_REGISTRY, ("mvn",), fetch_schema_registry
+)
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
 SPARK_S3A = Artefact(
     "spark-s3a",
@@ -351,13 +377,18 @@ ALL = (
 CHECKOUT_ARTEFACTS = (RILLET_SPARK, SPARK_CLASSES)
 # Only a stack with a worker node runs these.
 NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
-# Only a stack with the object store (`rillet dev up --object-store`): built last, after what
-# every stack needs, so a stack without it never waits for it.
+# Only a stack with the object store (`rillet dev up --object-store`), or the schema registry
+# (`--schema-registry`): built last, after what every stack needs, so a stack without them never
+# waits for them.
 OBJECT_STORE_ARTEFACTS = (SEAWEEDFS,)
+SCHEMA_REGISTRY_ARTEFACTS = (SCHEMA_REGISTRY,)
 
 
-def artefacts(*, with_node: bool, with_object_store: bool = False) -> tuple[Artefact, ...]:
+def artefacts(
+    *, with_node: bool, with_object_store: bool = False, with_schema_registry: bool = False
+) -> tuple[Artefact, ...]:
     """What a stack needs, in build order: everything, or all but the worker node's parts; the
-    object store's after them if it runs one."""
+    object store's and the registry's after them if it runs them."""
     needed = tuple(a for a in ALL if with_node or a not in NODE_ARTEFACTS)
-    return needed + (OBJECT_STORE_ARTEFACTS if with_object_store else ())
+    needed += OBJECT_STORE_ARTEFACTS if with_object_store else ()
+    return needed + (SCHEMA_REGISTRY_ARTEFACTS if with_schema_registry else ())

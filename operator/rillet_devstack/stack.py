@@ -34,6 +34,7 @@ from rillet_devstack.controlplane import ControlPlaneLayout
 from rillet_devstack.kafka import KafkaSecurity
 from rillet_devstack.objectstore import ObjectStoreState
 from rillet_devstack.processes import ProcessRecord
+from rillet_devstack.schemaregistry import SchemaRegistryState
 
 
 class NodeState(BaseModel):
@@ -79,6 +80,7 @@ class StackState(BaseModel):
     extra_nodes: list[ExtraNodeState] = []
     kafka_security: KafkaSecurity | None = None
     object_store: ObjectStoreState | None = None
+    schema_registry: SchemaRegistryState | None = None
 
     def environment(self) -> dict[str, str]:
         """The variables a shell, kubectl, kopf or a test needs to use this stack (with
@@ -98,6 +100,8 @@ class StackState(BaseModel):
             }
         if self.object_store is not None:
             variables |= self.object_store.environment()
+        if self.schema_registry is not None:
+            variables |= self.schema_registry.environment()
         return variables
 
     def kafka_client_config(self) -> dict[str, Any]:

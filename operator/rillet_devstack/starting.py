@@ -29,6 +29,7 @@ from rillet_devstack import (
     processes,
     provisioning,
     reporting,
+    schemaregistering,
     stack,
     stopping,
     toolchain,
@@ -53,6 +54,7 @@ def up(
     secured: bool = False,
     nodes: int = 1,
     object_store: bool = False,
+    schema_registry: bool = False,
     report: reporting.Reporter = reporting.silent,
 ) -> stack.StackState:
     """Start the stack (reusing a running one of the same shape) and return it.
@@ -62,6 +64,8 @@ def up(
     missing ones, and keeps any more it has.
     `object_store`: an S3 store with a bucket and a Secret with its key (devstack.objectstore);
     a running stack with one is reused when none is asked for, as one with more nodes is.
+    `schema_registry`: a schema registry with the Confluent API and a Secret with its user
+    (devstack.schemaregistry); reused in the same way.
     """
     if nodes > 1 and not with_node:
         raise NodeUnavailableError("--nodes needs the worker node: drop --no-node")
@@ -72,6 +76,7 @@ def up(
         and (current.node is not None) == with_node
         and (current.kafka_security is not None) == secured
         and (current.object_store is not None or not object_store)
+        and (current.schema_registry is not None or not schema_registry)
     ):
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)
@@ -81,18 +86,22 @@ def up(
         raise NodeUnavailableError(
             f"{reason}; `rillet dev up --no-node` starts the stack without it"
         )
+    if schema_registry:
+        schemaregistering.java()  # no JDK for it: said before anything stops or builds
     if with_node and (wanted := packages.missing_packages()):
         with report(f"install {' '.join(wanted)} (apt, once)"):
             packages.ensure_installed(wanted, log=paths.cache_dir() / "apt-install.log")
     stopping.down()
-    _provision(
-        provisioning.artefacts(with_node=with_node, with_object_store=object_store), report=report
+    needed = provisioning.artefacts(
+        with_node=with_node, with_object_store=object_store, with_schema_registry=schema_registry
     )
+    _provision(needed, report=report)
     state = _start(
         brokers=brokers,
         with_node=with_node,
         secured=secured,
         object_store=object_store,
+        schema_registry=schema_registry,
         report=report,
     )
     return nodegrowing.ensure(state, count=nodes, report=report)
@@ -108,7 +117,13 @@ def _provision(artefacts: Iterable[provisioning.Artefact], *, report: reporting.
 
 
 def _start(
-    *, brokers: int, with_node: bool, secured: bool, object_store: bool, report: reporting.Reporter
+    *,
+    brokers: int,
+    with_node: bool,
+    secured: bool,
+    object_store: bool,
+    schema_registry: bool,
+    report: reporting.Reporter,
 ) -> stack.StackState:
     root = paths.state_dir()
     noderunning.empty_state_dir(root)
@@ -151,6 +166,9 @@ def _start(
         if object_store:
             with report("object store (SeaweedFS, S3 API, bucket, Secret)"):
                 objectstoring.run(state, layout, root=root / "objectstore", address=address)
+        if schema_registry:
+            with report("schema registry (Apicurio Registry, Confluent API, Secret)"):
+                schemaregistering.run(state, layout, root=root / "schema-registry", address=address)
     except BaseException:
         stopping.stop(state)
         raise

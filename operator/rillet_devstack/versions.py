@@ -14,6 +14,8 @@ LOG4J = "2.24.3"
 # The API log4j-slf4j2-impl binds: Kafka's POM names slf4j-api 1.7, which binds nothing (the
 # broker then logged nothing at all: SLF4J's "Defaulting to no-operation (NOP) logger").
 SLF4J = "2.0.16"
+# The stack's schema registry (Confluent's REST API under /apis/ccompat/v7); needs Java 21+.
+APICURIO_REGISTRY = "3.3.3"
 
 # pyspark on PyPI and the connector on Maven Central must be the same Spark release.
 SPARK = "4.2.0"

@@ -94,7 +94,7 @@ def stack() -> Iterator[devstack.StackState]:
         state = (
             starting.with_current_images(existing)
             if existing
-            else starting.up(brokers=1, object_store=True)
+            else starting.up(brokers=1, object_store=True, schema_registry=True)
         )
     yield state
     if stops:

@@ -12,8 +12,9 @@ Test plan:
 - a pod on node 2 running `rillet/spark-runtime:0.1.0` (the name examples/*.yaml use) reaches,
   from its own pod range, a pod on node 1 by IP, a Service (by its cluster DNS name) whose only
   endpoint is on node 1, the apiserver through the `kubernetes` Service, and Kafka (an
-  ApiVersions answer from the stack's broker); and the object store when the stack has one
-  (RILLET_S3_ENDPOINT in `rillet dev env`). The node-1 pod reaches the node-2 pod back;
+  ApiVersions answer from the stack's broker); and the object store and the schema registry
+  (its 401 to a client without credentials) when the stack has them (`rillet dev env`). The
+  node-1 pod reaches the node-2 pod back;
 - `rillet dev node stop rillet-node-2` kills the node as a crash would: its Node goes NotReady
   within the stack's grace period (20 s; Kubernetes' default 50 s would miss the deadline of
   40 s), and `status` shows it stopped; `rillet dev node
@@ -101,6 +102,13 @@ if args.get("s3"):
         except urllib.error.HTTPError as error:  # an answer all the same (403: anonymous)
             return error.code
     check("object-store", s3)
+if args.get("registry"):
+    def registry():
+        try:
+            return http(args["registry"] + "/subjects")
+        except urllib.error.HTTPError as error:  # its answer to a client without credentials
+            return error.code
+    check("schema-registry", registry)
 """
 
 
@@ -197,6 +205,7 @@ def test_a_node_2_pod_reaches_node_1_pods_services_dns_apiserver_and_kafka(
         "service_dns": f"web.{namespace}.svc.cluster.local",
         "kafka": two_nodes.kafka_bootstrap,
         "s3": environment.get("RILLET_S3_ENDPOINT"),
+        "registry": environment.get("RILLET_SCHEMA_REGISTRY_URL"),
     }
 
     checked = kube.kubectl(
@@ -217,13 +226,14 @@ def test_a_node_2_pod_reaches_node_1_pods_services_dns_apiserver_and_kafka(
     assert web["spec"]["nodeName"] == "rillet-node"
     assert probe["spec"]["nodeName"] == NODE_2
     results = {line.split()[1]: line for line in checked.stdout.splitlines()}
-    expected = ["pod-ip", "dns", "service", "apiserver", "kafka"] + (
-        ["object-store"] * bool(args["s3"])
-    )
+    expected = ["pod-ip", "dns", "service", "apiserver", "kafka"]
+    expected += ["object-store"] * bool(args["s3"]) + ["schema-registry"] * bool(args["registry"])
     assert sorted(results) == sorted(expected), checked.stdout
     assert all(line.startswith("OK ") for line in results.values()), checked.stdout
     assert results["pod-ip"] == "OK pod-ip 200"
     assert results["apiserver"] == f"OK apiserver v{two_nodes.kubernetes_version}"
+    if args["registry"]:
+        assert results["schema-registry"] == "OK schema-registry 401"
     assert back.stdout.strip() == "200"
 
 
