@@ -8,13 +8,14 @@ throwaway key, printed by `rillet dev env` as Kafka's admin password is.
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from rillet_devstack import secretobjects
 
 BUCKET = "rillet"
 # The Secret users copy into their namespaces; its keys are those `spec.checkpoint.secretRef`
@@ -165,14 +166,5 @@ def credentials_secret(*, access_key: str, secret_key: str) -> dict[str, Any]:
     own namespace: an App elsewhere needs a copy, made from `rillet dev env`'s values
     (`kubectl create secret generic rillet-objectstore -n <namespace>
     --from-literal=AWS_ACCESS_KEY_ID=$RILLET_S3_ACCESS_KEY_ID --from-literal=...`)."""
-
-    def encoded(value: str) -> str:
-        return base64.b64encode(value.encode()).decode()
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": SECRET_NAME, "namespace": SECRET_NAMESPACE},
-        "type": "Opaque",
-        "data": {ACCESS_KEY_ID: encoded(access_key), SECRET_ACCESS_KEY: encoded(secret_key)},
-    }
+    values = {ACCESS_KEY_ID: access_key, SECRET_ACCESS_KEY: secret_key}
+    return secretobjects.opaque_secret(SECRET_NAME, SECRET_NAMESPACE, values)

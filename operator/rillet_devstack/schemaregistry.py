@@ -15,12 +15,13 @@ Quarkus reads), not on its command line: the password never shows in `ps`.
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from rillet_devstack import secretobjects
 
 # The Confluent-compatible API of Apicurio Registry 3.
 CCOMPAT_PATH = "/apis/ccompat/v7"
@@ -128,21 +129,8 @@ def url(address: str, port: int) -> str:
 def credentials_secret(*, password: str, registry_url: str) -> dict[str, Any]:
     """The Secret with the stack's registry user, in namespace default (`url` beside them, for
     reference: it is no secret)."""
-
-    def encoded(value: str) -> str:
-        return base64.b64encode(value.encode()).decode()
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": SECRET_NAME, "namespace": SECRET_NAMESPACE},
-        "type": "Opaque",
-        "data": {
-            USERNAME_KEY: encoded(USERNAME),
-            PASSWORD_KEY: encoded(password),
-            "url": encoded(registry_url),
-        },
-    }
+    values = {USERNAME_KEY: USERNAME, PASSWORD_KEY: password, "url": registry_url}
+    return secretobjects.opaque_secret(SECRET_NAME, SECRET_NAMESPACE, values)
 
 
 def java_feature(home: Path) -> int | None:
