@@ -204,6 +204,12 @@ def test_env_prints_the_exports_a_shell_uses(stack: devstack.StackState) -> None
             if stack.object_store is not None
             else []
         ),
+        # The schema registry's URL and user, when the stack runs one (make test's does).
+        *(
+            [f"export {k}={v}" for k, v in stack.schema_registry.environment().items()]
+            if stack.schema_registry is not None
+            else []
+        ),
     ]
     shell = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG",)}
     script = f'eval "$({" ".join(RILLET)} dev env)" && "{tools.kubectl()}" get --raw /version'
