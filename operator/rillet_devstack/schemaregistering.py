@@ -49,9 +49,7 @@ def start(root: Path, *, address: str) -> tuple[ProcessRecord, SchemaRegistrySta
     layout.properties.parent.mkdir(parents=True, exist_ok=True)
     layout.scratch.mkdir(parents=True, exist_ok=True)
     password = secrets.token_urlsafe(24)
-    port, management = processes.free_port(), processes.free_port()
-    while management == port:
-        management = processes.free_port()
+    port, management = processes.free_port(), processes.free_port()  # never the same one
     settings = schemaregistry.properties(
         address=address, port=port, management_port=management, password=password
     )
@@ -60,11 +58,7 @@ def start(root: Path, *, address: str) -> tuple[ProcessRecord, SchemaRegistrySta
     home = provisioning.SCHEMA_REGISTRY.directory / "registry"
     args = schemaregistry.server_args(java(), home, layout)
     record = processes.start(PROCESS_NAME, args, log=layout.log, cwd=layout.root)
-    state = SchemaRegistryState(
-        url=schemaregistry.url(address, port),
-        password=password,
-        management=f"http://{address}:{management}",
-    )
+    state = SchemaRegistryState(url=schemaregistry.url(address, port), password=password)
     return record, state
 
 

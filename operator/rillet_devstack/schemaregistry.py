@@ -46,8 +46,6 @@ class SchemaRegistryState(BaseModel):
     url: str
     username: str = USERNAME
     password: str = Field(repr=False)
-    # Its management port (health, metrics), for the readiness probe.
-    management: str
 
     def environment(self) -> dict[str, str]:
         """What `rillet dev env` prints for it (as the object store's key and Kafka's admin

@@ -68,9 +68,7 @@ def test_its_command_line_holds_no_password_and_keeps_temporary_files_in_its_dir
 
 
 def test_the_secret_and_the_environment_give_the_user_password_and_url() -> None:
-    state = SchemaRegistryState(
-        url="http://10.99.0.1:4000/apis/ccompat/v7", password="pw-123", management="http://x"
-    )
+    state = SchemaRegistryState(url="http://10.99.0.1:4000/apis/ccompat/v7", password="pw-123")
 
     secret = schemaregistry.credentials_secret(password="pw-123", registry_url=state.url)
 
