@@ -406,6 +406,11 @@ CASES: tuple[Case, ...] = (
         "schema applies only to json inputs",
     ),
     Case(
+        "app-input-avro-for-json",
+        app({"inputs": [app_input(avro={"subject": "orders-value"})]}),
+        "avro applies only to avro inputs",
+    ),
+    Case(
         "app-input-name-not-identifier",
         app({"inputs": [app_input(name="click-stream")]}),
         "spec.inputs[0].name in body should match",
@@ -580,8 +585,36 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "app-output-value-format-enum",
-        app({"outputs": [app_output(valueFormat="avro")]}),
-        'spec.outputs[0].valueFormat: Unsupported value: "avro"',
+        app({"outputs": [app_output(valueFormat="protobuf")]}),
+        'spec.outputs[0].valueFormat: Unsupported value: "protobuf"',
+    ),
+    Case(
+        "app-output-key-avro-without-avro-key",
+        app({"outputs": [app_output(keyColumns=["word"], keyAvro={"subject": "k"})]}),
+        "keyAvro applies only to keyFormat avro",
+    ),
+    Case(
+        "app-output-value-avro-for-json",
+        app({"outputs": [app_output(valueFormat="json", valueAvro={"version": 2})]}),
+        "valueAvro applies only to valueFormat avro",
+    ),
+    Case(
+        "app-output-avro-schema-and-version",
+        app(
+            {
+                "outputs": [
+                    app_output(
+                        valueFormat="avro", valueAvro={"schema": '{"type": "record"}', "version": 1}
+                    )
+                ]
+            }
+        ),
+        "give the Avro schema inline (schema) or name a registered version (version), not both",
+    ),
+    Case(
+        "app-output-avro-version-zero",
+        app({"outputs": [app_output(valueFormat="avro", valueAvro={"version": 0})]}),
+        "spec.outputs[0].valueAvro.version in body should be greater than or equal to 1",
     ),
     Case(
         "app-output-mode-enum",

@@ -52,6 +52,28 @@ class KafkaLogin(_Frozen):
     ca: bool = Field(default=False, description="Whether the directory holds ca.crt.")
 
 
+class SchemaRegistry(_Frozen):
+    """How the driver reaches the schema registry (Confluent's REST API): its URL here, the
+    basic-auth credentials in the files of a Secret mounted at `credentials_dir` (username,
+    password), never in the run spec."""
+
+    url: str = Field(description="Base URL of the Confluent-compatible API.")
+    credentials_dir: str | None = Field(default=None, description="Absent: no credentials.")
+
+
+class AvroSpec(_Frozen):
+    """Where an Avro key's or value's schema comes from (recordschemas.AvroSchema), with the
+    subject resolved; the driver reads the registry at start."""
+
+    subject: str = Field(description="The registry subject (<topic>-value by default).")
+    inline_schema: str | None = Field(default=None, description="The schema as Avro JSON.")
+    version: int | None = Field(
+        default=None,
+        description="A registered version of the subject; absent: reading, the latest; "
+        "writing, the inline or derived schema, registered.",
+    )
+
+
 class EventTimeSpec(_Frozen):
     """An input's event-time column and allowed lateness (Spark's watermark delay)."""
 
@@ -74,6 +96,7 @@ class InputSpec(_Frozen):
     topic: str = Field(description="Kafka topic read (a Table's changelog topic for tables).")
     format: fields.Format = Field(description="Encoding of the record values.")
     value_schema: str | None = Field(default=None, description="Spark DDL of json values.")
+    avro: AvroSpec | None = Field(default=None, description="The reader schema of avro values.")
     starting_offsets: appflows.StartingOffsets = "latest"
     key_format: fields.Format = Field(default="string", description="Encoding of record keys.")
     window: WindowSpec | None = None
@@ -102,6 +125,8 @@ class OutputSpec(_Frozen):
     mode: appflows.OutputMode
     key_format: fields.Format = "string"
     value_format: fields.Format = "json"
+    key_avro: AvroSpec | None = Field(default=None, description="For keyFormat avro.")
+    value_avro: AvroSpec | None = Field(default=None, description="For valueFormat avro.")
     window: WindowSpec | None = None
     exactly_once: bool = Field(default=False, description="Written in Kafka transactions.")
 
@@ -144,6 +169,9 @@ class RunSpec(_Frozen):
         "confluent-kafka.",
     )
     kafka_login: KafkaLogin | None = None
+    schema_registry: SchemaRegistry | None = Field(
+        default=None, description="The schema registry, for avro keys and values."
+    )
     checkpoint_location: str
     checkpoint_on_loss: appresources.CheckpointLossPolicy = Field(
         default="Stall", description="What the driver does when a Table's checkpoint is lost."

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 
 from rillet.api.v1alpha1 import appflows, appresources, apps, fields, tables, topics
 from rillet.driverapi import runspecs
-from rillet.reconcile import naming, sparkdefaults
+from rillet.reconcile import avrospecs, naming, sparkdefaults
 
 DEFAULT_SHUFFLE_PARTITIONS = 8
 DEFAULT_NAMESPACE = "default"
@@ -101,6 +101,11 @@ def build_input(
         topic=name,
         format=item.format or "json",
         value_schema=item.schema_,
+        avro=(
+            avrospecs.avro_spec(item.avro, topic=name, part="value")
+            if item.format == "avro"
+            else None
+        ),
         starting_offsets=item.starting_offsets,
         partitions=partitions,
         event_time=_event_time(item.event_time),
@@ -183,22 +188,36 @@ def build_output(
             window=window,
         )
     assert item.topic_ref is not None  # the model admits exactly one of the two
+    topic = topic_name(topics_by_name[item.topic_ref.name])
+    key_format = _key_format(item.key_format or "string", keys, windowed=False)
     return runspecs.OutputSpec(
         id=f"topic-{item.topic_ref.name}{suffix}",
         kind="topic",
-        topic=topic_name(topics_by_name[item.topic_ref.name]),
+        topic=topic,
         result=item.from_,
         key_columns=keys,
         value_columns=values,
         mode=item.mode or "append",
-        key_format=_key_format(item.key_format or "string", keys, windowed=False),
+        key_format=key_format,
         value_format=item.value_format or "json",
+        key_avro=(
+            avrospecs.avro_spec(item.key_avro, topic=topic, part="key")
+            if key_format == "avro"
+            else None
+        ),
+        value_avro=(
+            avrospecs.avro_spec(item.value_avro, topic=topic, part="value")
+            if item.value_format == "avro"
+            else None
+        ),
         exactly_once=item.delivery == "ExactlyOnce",
     )
 
 
 def _key_format(declared: fields.Format, keys: tuple[str, ...], *, windowed: bool) -> fields.Format:
-    """Several key columns, or a window in the key, are always JSON-encoded."""
+    """Several key columns, or a window in the key, are JSON-encoded unless Avro is asked for."""
+    if declared == "avro":
+        return declared
     return "json" if len(keys) > 1 or windowed else declared
 
 
@@ -239,6 +258,7 @@ def build_run_spec(
     namespace: str | None = None,
     kafka_config: Mapping[str, str] | None = None,
     kafka_login: runspecs.KafkaLogin | None = None,
+    schema_registry: runspecs.SchemaRegistry | None = None,
 ) -> runspecs.RunSpec:
     """The run spec of `app`; raises UnresolvedError naming every missing object.
 
@@ -259,6 +279,9 @@ def build_run_spec(
     inputs, outputs = _build_streams(
         spec, topics_by_name=topics_by_name, tables_by_name=tables_by_name
     )
+    avro_problems = avrospecs.problems(inputs, outputs, registry=schema_registry)
+    if avro_problems:
+        raise UnresolvedError(avro_problems)
     spark_conf = dict(spec.spark_conf or {})
     return runspecs.RunSpec(
         app=name,
@@ -267,6 +290,7 @@ def build_run_spec(
         bootstrap_servers=bootstrap_servers,
         kafka_config=dict(kafka_config or {}),
         kafka_login=kafka_login,
+        schema_registry=schema_registry,
         checkpoint_location=location,
         checkpoint_on_loss=spec.checkpoint.on_loss if spec.checkpoint else "Stall",
         inputs=inputs,

@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from rillet.api.v1alpha1 import fields, objects, rules
+from rillet.api.v1alpha1 import fields, objects, recordschemas, rules
 
 PYTHON_ENTRYPOINT_PATTERN = (
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$"
@@ -78,9 +78,9 @@ class Lookup(objects.WireModel):
 class Input(objects.WireModel):
     """A Kafka topic or Table the pipeline reads, exposed to it as a view named `name`.
 
-    The view's columns depend on format: json gives the columns of `schema`; string gives `key`
-    and `value` (STRING); bytes gives `key` and `value` (BINARY). Every view also has
-    `timestamp`, `partition` and `offset`.
+    The view's columns depend on format: json gives the columns of `schema`; avro the fields of
+    its reader schema (`avro`); string gives `key` and `value` (STRING); bytes gives `key` and
+    `value` (BINARY). Every view also has `timestamp`, `partition` and `offset`.
     """
 
     cel_rules: ClassVar[tuple[rules.Rule, ...]] = (
@@ -108,6 +108,12 @@ class Input(objects.WireModel):
             message="schema applies only to json inputs: remove it, or set format: json",
             field_path=".schema",
             check=lambda i: i.schema_ is None or i.format in {None, "json"},
+        ),
+        rules.Rule(
+            rule="!has(self.avro) || (has(self.format) && self.format == 'avro')",
+            message="avro applies only to avro inputs: remove it, or set format: avro",
+            field_path=".avro",
+            check=lambda i: i.avro is None or i.format == "avro",
         ),
         rules.Rule(
             rule="!has(self.tableRef) || (!has(self.eventTime) && !has(self.maxOffsetsPerTrigger))",
@@ -145,14 +151,20 @@ class Input(objects.WireModel):
     )
     format: fields.Format | None = Field(
         default=None,
-        description="How record values are encoded: json, string or bytes. Defaults to json, or "
-        "to the Table's valueFormat for a tableRef.",
+        description="How record values are encoded: json, avro (Confluent wire format, with "
+        "the schema registry), string or bytes. Defaults to json, or to the Table's "
+        "valueFormat for a tableRef.",
     )
     schema_: fields.DdlSchema | None = Field(
         default=None,
         alias="schema",
         description="For json: the value's columns as a Spark DDL string, e.g. \"user STRING, "
         "ts TIMESTAMP\". Required for json topics; a Table's valueSchema otherwise.",
+    )
+    avro: recordschemas.AvroSchema | None = Field(
+        default=None,
+        description="For avro: the reader's schema, inline or from the registry. Absent: the "
+        "latest version of <topic>-value when the App starts.",
     )
     starting_offsets: StartingOffsets = Field(
         default="latest",
@@ -252,20 +264,38 @@ class Output(objects.WireModel):
             ),
         ),
         rules.Rule(
-            rule="!has(self.keyFormat) || self.keyFormat == 'json' || "
-            "(has(self.keyColumns) && self.keyColumns.size() == 1)",
-            message="keyFormat string or bytes holds one column: list exactly one keyColumn, or "
-            "use keyFormat json",
-            field_path=".keyFormat",
-            check=lambda o: o.key_format in {None, "json"} or len(o.key_columns or ()) == 1,
+            rule="!has(self.keyAvro) || (has(self.keyFormat) && self.keyFormat == 'avro')",
+            message="keyAvro applies only to keyFormat avro: remove it, or set keyFormat: avro",
+            field_path=".keyAvro",
+            check=lambda o: o.key_avro is None or o.key_format == "avro",
         ),
         rules.Rule(
-            rule="!has(self.valueFormat) || self.valueFormat == 'json' || "
+            rule="!has(self.valueAvro) || (has(self.valueFormat) && self.valueFormat == 'avro')",
+            message="valueAvro applies only to valueFormat avro: remove it, or set "
+            "valueFormat: avro",
+            field_path=".valueAvro",
+            check=lambda o: o.value_avro is None or o.value_format == "avro",
+        ),
+        rules.Rule(
+            rule="!has(self.keyFormat) || self.keyFormat in ['avro', 'json'] || "
+            "(has(self.keyColumns) && self.keyColumns.size() == 1)",
+            message="keyFormat string or bytes holds one column: list exactly one keyColumn, or "
+            "use keyFormat json or avro",
+            field_path=".keyFormat",
+            check=lambda o: (
+                o.key_format in {None, *fields.STRUCTURED_FORMATS} or len(o.key_columns or ()) == 1
+            ),
+        ),
+        rules.Rule(
+            rule="!has(self.valueFormat) || self.valueFormat in ['avro', 'json'] || "
             "(has(self.valueColumns) && self.valueColumns.size() == 1)",
             message="valueFormat string or bytes holds one column: list exactly one "
-            "valueColumn, or use valueFormat json",
+            "valueColumn, or use valueFormat json or avro",
             field_path=".valueFormat",
-            check=lambda o: o.value_format in {None, "json"} or len(o.value_columns or ()) == 1,
+            check=lambda o: (
+                o.value_format in {None, *fields.STRUCTURED_FORMATS}
+                or len(o.value_columns or ()) == 1
+            ),
         ),
     )
 
@@ -302,14 +332,24 @@ class Output(objects.WireModel):
     key_format: fields.Format | None = Field(
         default=None,
         description="How a topicRef output's record key is written: string (the default for "
-        "one key column), bytes (one BINARY column as is) or json (always, for several key "
-        "columns). A tableRef output uses the Table's keyFormat.",
+        "one key column), bytes (one BINARY column as is), json (always, for several key "
+        "columns) or avro. A tableRef output uses the Table's keyFormat.",
     )
     value_format: fields.Format | None = Field(
         default=None,
-        description="How a topicRef output's record value is written: json (the default), or "
-        "string or bytes for a single valueColumn. A tableRef output uses the Table's "
-        "valueFormat.",
+        description="How a topicRef output's record value is written: json (the default), "
+        "avro (Confluent wire format, with the schema registry), or string or bytes for a "
+        "single valueColumn. A tableRef output uses the Table's valueFormat.",
+    )
+    key_avro: recordschemas.AvroSchema | None = Field(
+        default=None,
+        description="For keyFormat avro: the key's schema (absent: derived from the key "
+        "columns) and its subject (absent: <topic>-key).",
+    )
+    value_avro: recordschemas.AvroSchema | None = Field(
+        default=None,
+        description="For valueFormat avro: the value's schema (absent: derived from the value "
+        "columns) and its subject (absent: <topic>-value).",
     )
     delivery: Delivery | None = Field(
         default=None, description=f"For topicRef outputs. {DELIVERY_DESCRIPTION}"

@@ -151,8 +151,13 @@ DELETION_POLICY_DESCRIPTION = (
     "topic and its data; Delete deletes the topic."
 )
 
-# How the bytes of a Kafka record key or value are read and written.
-Format = Literal["json", "string", "bytes"]
+# How the bytes of a Kafka record key or value are read and written. Avro is in the Confluent
+# wire format, with its schemas in the schema registry (recordschemas).
+Format = Literal["json", "string", "bytes", "avro"]
+# The formats a Table holds (Table servers decode these).
+TableFormat = Literal["json", "string", "bytes"]
+# Formats whose one key or value holds several columns.
+STRUCTURED_FORMATS = ("avro", "json")
 
 
 class LocalObjectReference(objects.WireModel):

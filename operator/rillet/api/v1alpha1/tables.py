@@ -176,7 +176,7 @@ class TableSpec(objects.WireModel):
         description="Copies of each partition of the changelog topic. Defaults to the broker's "
         "default.replication.factor. Cannot change once set.",
     )
-    key_format: fields.Format = Field(
+    key_format: fields.TableFormat = Field(
         default="string",
         description="How record keys are encoded: json, string or bytes.",
     )
@@ -185,7 +185,7 @@ class TableSpec(objects.WireModel):
         description="For keyFormat json: the key's columns as a Spark DDL string, e.g. "
         '"user STRING, page STRING". Defaults to the writer\'s key columns.',
     )
-    value_format: fields.Format = Field(
+    value_format: fields.TableFormat = Field(
         default="json",
         description="How record values are encoded: json, string or bytes.",
     )
