@@ -29,3 +29,13 @@ def error_line(message: str | None) -> str | None:
         return None
     errors = [line for line in lines if not _LOG_NOISE.match(line)]
     return (errors or lines)[-1][:MESSAGE_LIMIT]
+
+
+class SchemaRegistryRefusedError(RuntimeError):
+    """The schema registry refused an output's schema (incompatible with its subject, or not
+    registered where the App registers nothing).
+
+    The driver refuses to start with it; its termination message starts with this class's name,
+    which the operator reads into the App's Stalled condition (reason SchemaRegistryRefused),
+    naming the subject and the registry's own message.
+    """
