@@ -234,6 +234,12 @@ SPARK_KAFKA_ARTIFACTS = (
     ("org.apache.kafka", "kafka-clients", versions.SPARK_KAFKA_CLIENTS),
     ("org.apache.commons", "commons-pool2", versions.SPARK_COMMONS_POOL2),
 )
+# Spark's Avro functions (from_avro, to_avro): one jar, its dependencies are pyspark's own.
+SPARK_AVRO_ARTIFACTS = (
+    ("org.apache.spark", f"spark-avro_{versions.SCALA_BINARY}", versions.SPARK),
+)
+# Every connector jar the runtime image carries (images/runtime/connector-pom.xml).
+CONNECTOR_ARTIFACTS = SPARK_KAFKA_ARTIFACTS + SPARK_AVRO_ARTIFACTS
 
 
 def _maven_copy(artifacts: Sequence[tuple[str, str, str]], target: Path, scratch: Path) -> None:
@@ -245,6 +251,11 @@ def _maven_copy(artifacts: Sequence[tuple[str, str, str]], target: Path, scratch
 def fetch_spark_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """The Spark-Kafka connector jars."""
     _maven_copy(SPARK_KAFKA_ARTIFACTS, target, scratch)
+
+
+def fetch_spark_avro(scratch: Path, target: Path, progress: reporting.Progress) -> None:
+    """Spark's Avro jar."""
+    _maven_copy(SPARK_AVRO_ARTIFACTS, target, scratch)
 
 
 def fetch_spark_s3a(scratch: Path, target: Path, progress: reporting.Progress) -> None:
@@ -339,6 +350,7 @@ SCHEMA_REGISTRY = Artefact(
     "apicurio-registry", versions.APICURIO_REGISTRY, ("mvn",), fetch_schema_registry
 )
 SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
+SPARK_AVRO = Artefact("spark-avro", versions.SPARK, ("mvn", "java"), fetch_spark_avro)
 SPARK_S3A = Artefact(
     "spark-s3a",
     f"{versions.HADOOP}-sdk{versions.AWS_SDK}-cloud{versions.SPARK_HADOOP_CLOUD}",
@@ -362,6 +374,7 @@ KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch
 ALL = (
     KAFKA,
     SPARK_KAFKA,
+    SPARK_AVRO,
     SPARK_S3A,
     RILLET_SPARK,
     SPARK_CLASSES,

@@ -21,13 +21,19 @@ if TYPE_CHECKING:
 
 def spark_jars() -> list[Path]:
     """The jars Spark needs beyond pyspark's, provisioned into the cache if missing: the
-    Kafka connector's, S3A's (s3a:// checkpoints, as in the runtime image) and Rillet's own
+    Kafka connector's, Avro's, S3A's (s3a:// checkpoints, as in the runtime image) and Rillet's own
     (runtime.jvm). In local mode the executors share the driver's JVM, whose Hadoop FileSystem
     finds S3A through spark.jars."""
     connector = provisioning.provision(provisioning.SPARK_KAFKA) / "libs"
+    avro = provisioning.provision(provisioning.SPARK_AVRO) / "libs"
     s3a = provisioning.provision(provisioning.SPARK_S3A) / "libs"
     rillet = provisioning.provision(provisioning.RILLET_SPARK) / jvm.JAR
-    return [*sorted(connector.glob("*.jar")), *sorted(s3a.glob("*.jar")), rillet]
+    return [
+        *sorted(connector.glob("*.jar")),
+        *sorted(avro.glob("*.jar")),
+        *sorted(s3a.glob("*.jar")),
+        rillet,
+    ]
 
 
 def class_archive() -> Path | None:

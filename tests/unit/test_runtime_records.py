@@ -61,7 +61,7 @@ def test_json_parsing_keeps_the_raw_record_and_a_corrupt_column() -> None:
 
 
 def test_dead_letters_keep_key_and_value_and_carry_the_reason_and_source() -> None:
-    exprs = records.dead_letter_exprs(app="orders", value_schema="id STRING")
+    exprs = records.dead_letter_exprs(app="orders", reason=records.reason_expr("id STRING"))
 
     assert exprs[:2] == ["key", "value"]
     headers = exprs[2]

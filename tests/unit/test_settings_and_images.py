@@ -60,7 +60,7 @@ def test_namespaces_listed_only_when_all_are_names(
 
 
 def test_runtime_image_connector_pom_matches_versions() -> None:
-    expected = provisioning.maven_copy_pom(provisioning.SPARK_KAFKA_ARTIFACTS, "${outputDirectory}")
+    expected = provisioning.maven_copy_pom(provisioning.CONNECTOR_ARTIFACTS, "${outputDirectory}")
     assert (REPO / "images/runtime/connector-pom.xml").read_text() == expected
 
 

@@ -1,11 +1,12 @@
 """The driver of one App: start its queries, report their progress, stop them cleanly.
 
 `Driver` wires the pieces: the inputs as views (`reading`), the pipeline (`pipelines`), one
-query per output and per dead-letter stream (`writing`), and a listener that, after every batch,
-commits the processed offsets to the App's consumer group (`committing`) and updates the
-Prometheus metrics (`metrics`). `run` is the whole life of a driver process: session, start,
-wait until the queries end, fail or a stop is asked for (SIGTERM, SIGINT), then stop each query
-at a batch boundary.
+query per output and per dead-letter stream (`writing`), the Avro schemas they are planned with
+(`schemacatalog`: a query stopped by a schema id it did not know is planned again once the
+registry was asked), and a listener that, after every batch, commits the processed offsets to
+the App's consumer group (`committing`) and updates the Prometheus metrics (`metrics`). `run`
+is the whole life of a driver process: session, start, wait until the queries end, fail or a
+stop is asked for (SIGTERM, SIGINT), then stop each query at a batch boundary.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from rillet.driverapi import runspecs
 from rillet.reconcile import sparkdefaults
 from rillet.runtime import jvm
 from rillet.runtime.batches import committing, listening, metrics, progress
-from rillet.runtime.driver import checkpoints, driverlock, warmup
+from rillet.runtime.driver import checkpoints, driverlock, querystates, schemacatalog, warmup
 from rillet.runtime.jvm import classsharing
-from rillet.runtime.queries import options, pipelines, reading, records, writing
+from rillet.runtime.queries import avrorecords, options, pipelines, reading, records, writing
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,15 @@ def local_workers_run_this_python() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The App's queries, built and checked, not started."""
+
+    outputs: list[tuple[runspecs.OutputSpec, DataFrame]]
+    bad_records: dict[str, DataFrame]
+    avro: dict[str, records.AvroEncodings]  # by output id
+
+
 class Driver:
     """The running queries of one App in a SparkSession."""
 
@@ -101,9 +111,11 @@ class Driver:
         *,
         app_metrics: metrics.Metrics | None = None,
         on_batch: Sequence[listening.BatchHandler] = (),
+        stop: threading.Event | None = None,
     ) -> None:
         self.spark = spark
         self.spec = spec
+        self.catalog = schemacatalog.SchemaCatalog.for_spec(spec, stop=stop)
         self.metrics = app_metrics or metrics.Metrics(app=spec.app, namespace=spec.namespace)
         self.started: list[writing.Started] = []
         self.committer: committing.OffsetCommitter | None = None
@@ -112,20 +124,28 @@ class Driver:
         self._handled: dict[str, int] = {}
         self._handled_changed = threading.Condition()
 
-    def plan(self) -> tuple[list[tuple[runspecs.OutputSpec, DataFrame]], dict[str, DataFrame]]:
-        """Build every DataFrame and check every output against its result, starting nothing."""
-        inputs = reading.read_inputs(self.spark, self.spec)
+    def plan(self) -> Plan:
+        """Build every DataFrame and check every output against its result, starting nothing
+        (registering the outputs' Avro schemas)."""
+        catalog = self.catalog
+        readings = catalog.readings(self.spec) if catalog is not None else {}
+        inputs = reading.read_inputs(self.spark, self.spec, readings)
         results = pipelines.run_pipeline(self.spark, self.spec.pipeline, inputs.views)
         frames = [(output, results.get(output.result)) for output in self.spec.outputs]
+        avro = {}
         for output, frame in frames:
-            records.build_record_exprs(output, frame.columns)  # raises on a misfit
-        return frames, inputs.bad_records
+            if catalog is not None:
+                avro[output.id] = catalog.encodings(output, frame.schema.jsonValue())
+            # Raises on a misfit.
+            records.build_record_exprs(output, frame.columns, avro.get(output.id))
+        return Plan(outputs=frames, bad_records=inputs.bad_records, avro=avro)
 
     def start(self) -> None:
         """Start every query of the App (nothing is started if the plan does not fit, or if a
         Table's checkpoint is lost: see `checkpoints`)."""
         self.spec = checkpoints.guard(self.spark, self.spec)
-        frames, bad_records = self.plan()
+        plan = self.plan()
+        frames, bad_records = plan.outputs, plan.bad_records
         names = [options.query_name(self.spec, output.id) for output, _ in frames] + [
             options.query_name(self.spec, writing.dead_letter_query_name(item))
             for item in self.spec.stream_inputs
@@ -138,7 +158,8 @@ class Driver:
         self.spark.streams.addListener(self._listener)
         try:
             for output, frame in frames:
-                self.started.append(writing.start_output(self.spec, output, frame))
+                avro = plan.avro.get(output.id)
+                self.started.append(writing.start_output(self.spec, output, frame, avro))
             for item in self.spec.stream_inputs:
                 if item.name in bad_records:
                     self.started.append(
@@ -164,7 +185,7 @@ class Driver:
 
     def _drain_listener(self, *, timeout: float) -> None:
         """Wait until the listener has handled the last batch of every query (it lags behind)."""
-        last = {str(q.name): _last_batch(q) for q in self.queries}
+        last = {str(q.name): querystates.last_batch(q) for q in self.queries}
         with self._handled_changed:
             self._handled_changed.wait_for(
                 lambda: all(self._handled.get(name, -1) >= batch for name, batch in last.items()),
@@ -185,14 +206,27 @@ class Driver:
         return None
 
     def wait(self, stop: threading.Event | None = None) -> None:
-        """Until every query has ended or `stop` is set; raises QueryFailedError on a failure."""
+        """Until every query has ended or `stop` is set; raises QueryFailedError on a failure
+        (one over an Avro schema id the queries did not know restarts them: `replan`)."""
         while not (stop is not None and stop.is_set()):
             failure = self.failure()
-            if failure is not None:
+            if failure is not None and not self.replan(failure):
                 raise QueryFailedError(failure)
             if not any(q.isActive for q in self.queries):
                 return
             time.sleep(_POLL_SECONDS)
+
+    def replan(self, failure: str) -> bool:
+        """Plan and start the queries again when `failure` is a record of a schema id they did
+        not know: the registry's answer for it is in the new plan. Whether it did."""
+        ids = avrorecords.unknown_ids(failure)
+        if not ids or self.catalog is None:
+            return False
+        log.info("records of schema ids the queries do not know (%s): asking the registry", ids)
+        self.stop()
+        self.catalog.learn(ids)
+        self.start()
+        return True
 
     def wait_until_reading(self, stop: threading.Event) -> None:
         """Until every query has fixed the offsets it starts from, or `stop` is set; raises
@@ -202,9 +236,9 @@ class Driver:
         records written before then are skipped. So an App is not Ready (its metrics port
         closed) until then, and what is written once it is Ready is read.
         """
-        while not (stop.is_set() or all(_reading(q) for q in self.queries)):
+        while not (stop.is_set() or all(querystates.reading(q) for q in self.queries)):
             failure = self.failure()
-            if failure is not None:
+            if failure is not None and not self.replan(failure):
                 raise QueryFailedError(failure)
             time.sleep(_POLL_SECONDS)
 
@@ -219,7 +253,7 @@ class Driver:
         written = [s.gate.close() if s.gate is not None else None for s in self.started]
         for started, last_written in zip(self.started, written, strict=True):
             query = started.query
-            while query.isActive and not _at_boundary(query, last_written):
+            while query.isActive and not querystates.at_boundary(query, last_written):
                 if time.monotonic() > deadline:
                     log.warning("query %s still busy after %ss: stopping it", query.name, timeout)
                     break
@@ -227,6 +261,12 @@ class Driver:
             query.stop()
         self._drain_listener(timeout=10)
         self.close()
+        self.started = []
+
+    def close_catalog(self) -> None:
+        """Release the schema registry's client, once the queries are stopped for good."""
+        if self.catalog is not None:
+            self.catalog.close()
 
     def close(self) -> None:
         """Release the listener and the committer (queries stopped or not)."""
@@ -234,26 +274,6 @@ class Driver:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
         self.committer = None  # nothing to close: it commits through requests, joins nothing
-
-
-def _reading(query: StreamingQuery) -> bool:
-    """Whether `query` has fixed its start offsets: it planned a batch (data available) or
-    reported a trigger (progress), or it ended."""
-    status = query.status
-    return bool(not query.isActive or query.lastProgress is not None or status["isDataAvailable"])
-
-
-def _at_boundary(query: StreamingQuery, last_written: int | None) -> bool:
-    """Gated: the last written batch is committed. Not gated (real-time mode, whose one long
-    batch never ends on its own): at once, the epoch being written runs again on restart."""
-    if last_written is None:
-        return True
-    return _last_batch(query) >= last_written
-
-
-def _last_batch(query: StreamingQuery) -> int:
-    last = query.lastProgress
-    return -1 if last is None else int(last.batchId)
 
 
 def _only(names: set[str], handler: listening.BatchHandler) -> listening.BatchHandler:
@@ -302,8 +322,8 @@ def run(
     """
     sys.path[:0] = [p for p in run_options.python_path if p not in sys.path]
     spark = build_session(spec, run_options)
-    driver = Driver(spark, spec, on_batch=on_batch)
     stop = threading.Event()
+    driver = Driver(spark, spec, on_batch=on_batch, stop=stop)
     lock = None
     try:
         directory = driverlock.local_directory(spec.checkpoint_location)
@@ -316,6 +336,7 @@ def run(
     finally:
         try:
             driver.stop(timeout=run_options.stop_timeout_seconds)
+            driver.close_catalog()
             driver.metrics.close()
             spark.stop()
         finally:
@@ -353,8 +374,11 @@ def _outputs_planned(
     spark: SparkSession, spec: runspecs.RunSpec
 ) -> list[tuple[runspecs.OutputSpec, DataFrame]]:
     """The App's outputs and their frames, planned as its driver plans them."""
-    frames, _ = Driver(spark, spec).plan()
-    return frames
+    driver = Driver(spark, spec)
+    try:
+        return driver.plan().outputs
+    finally:
+        driver.close_catalog()
 
 
 def _drive(

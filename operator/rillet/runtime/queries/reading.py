@@ -1,9 +1,11 @@
 """The App's inputs as DataFrames and temporary views, one per input, named after it.
 
 A topic input is a stream read by Spark's Kafka source. A json input is parsed with its declared
-schema; records that do not parse are split off: with a dead-letter topic they become the
-`bad_records` stream, written there by a query of their own; without one, the first such record
-stops the App with its coordinates (the API's promise: "absent: a failure stops the App").
+schema, an avro input decoded with its writers' schemas into its reader's (avrorecords, with
+the schemas the driver's catalog resolved); records that do not parse are split off: with a
+dead-letter topic they become the `bad_records` stream, written there by a query of their own;
+without one, the first such record stops the App with its coordinates (the API's promise:
+"absent: a failure stops the App").
 An input with `eventTime` gets Spark's watermark on that column, so the SQL needs none.
 
 A Table input is its latest state: the changelog topic read as a batch up to its latest offsets,
@@ -17,18 +19,20 @@ per batch: right for small Tables. A topic input's `lookups` join a Table withou
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import StructType
 
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import lookups, options, records
+from rillet.runtime.queries import avrorecords, lookups, options, records
 
 
 @dataclasses.dataclass(frozen=True)
 class Inputs:
-    """The views of the pipeline by input name, and the bad records of json topic inputs."""
+    """The views of the pipeline by input name, and the bad records of json and avro topic
+    inputs."""
 
     views: dict[str, DataFrame]
     bad_records: dict[str, DataFrame]
@@ -42,15 +46,20 @@ def schema_columns(ddl: str) -> list[str]:
     return list(schema.fieldNames())
 
 
-def read_inputs(spark: SparkSession, spec: runspecs.RunSpec) -> Inputs:
-    """Every input of the App, registered as a temporary view of its name."""
+def read_inputs(
+    spark: SparkSession,
+    spec: runspecs.RunSpec,
+    avro: Mapping[str, avrorecords.AvroReading] | None = None,
+) -> Inputs:
+    """Every input of the App, registered as a temporary view of its name (`avro`: how each
+    avro input is decoded)."""
     views: dict[str, DataFrame] = {}
     bad: dict[str, DataFrame] = {}
     for item in spec.inputs:
         if item.kind == "table":
             views[item.name] = read_table(spark, spec, item)
         else:
-            view, bad_records = read_topic(spark, spec, item)
+            view, bad_records = read_topic(spark, spec, item, (avro or {}).get(item.name))
             # Before the watermark: a Python stage would drop the column's watermark.
             view = lookups.with_lookups(view, spec, item)
             views[item.name] = with_event_time(view, item)
@@ -61,18 +70,38 @@ def read_inputs(spark: SparkSession, spec: runspecs.RunSpec) -> Inputs:
 
 
 def read_topic(
-    spark: SparkSession, spec: runspecs.RunSpec, item: runspecs.InputSpec
+    spark: SparkSession,
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    avro: avrorecords.AvroReading | None = None,
 ) -> tuple[DataFrame, DataFrame | None]:
-    """A topic input's stream, and the stream of its bad records (json with a dead-letter topic)."""
+    """A topic input's stream, and the stream of its bad records (json and avro, with a
+    dead-letter topic)."""
     raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
     stream = raw.load()
-    if item.format != "json":
-        return stream.selectExpr(*records.view_exprs(item.format)), None
-    assert item.value_schema is not None  # runresolving requires a schema for json inputs
-    parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
-        "*", records.error_expr()
-    )
-    columns = schema_columns(item.value_schema)
+    if item.format == "json":
+        assert item.value_schema is not None  # runresolving requires a schema for json inputs
+        parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
+            "*", records.error_expr()
+        )
+        return _split_bad_records(spec, parsed, schema_columns(item.value_schema))
+    if item.format == "avro":
+        if avro is None:
+            raise ValueError(f"input {item.name} is avro, and its schemas are not resolved")
+        decoded = (
+            stream.selectExpr(*avrorecords.header_exprs())
+            .selectExpr("*", avrorecords.decode_expr(avro))
+            .selectExpr("*", avrorecords.error_expr(avro, input_name=item.name))
+        )
+        return _split_bad_records(spec, decoded, avro.columns)
+    return stream.selectExpr(*records.view_exprs(item.format)), None
+
+
+def _split_bad_records(
+    spec: runspecs.RunSpec, parsed: DataFrame, columns: list[str]
+) -> tuple[DataFrame, DataFrame | None]:
+    """The view of a parsed input's good records, and its bad records (to the dead-letter topic;
+    without one, the first stops the App)."""
     view_exprs = records.view_exprs("json", schema_columns=columns, source=records.ROW)
     if spec.dead_letter_topic is None:
         return parsed.where(records.fail_on_error_expr(app=spec.app)).selectExpr(*view_exprs), None

@@ -8,8 +8,9 @@ does not parse, or does not fit the schema, is a bad record: it gets an error ki
 source coordinates in headers, its key and value untouched (so it can be replayed).
 
 Writing: a result row becomes a record whose key is its key columns (a single column as is,
-several JSON-encoded) and whose value is its value columns as JSON. For a Table, a row whose
-non-key value columns are all NULL is a tombstone (NULL value: the key is removed).
+several JSON-encoded) and whose value is its value columns as JSON, or in Avro with the
+output's registered schema (`AvroWriting`; reading Avro is avrorecords.py's). For a Table, a
+row whose non-key value columns are all NULL is a tombstone (NULL value: the key is removed).
 
 Every function here builds strings; nothing touches Spark, so all of it is unit-tested.
 """
@@ -88,13 +89,13 @@ def fail_on_error_expr(*, app: str) -> str:
 def view_exprs(
     fmt: fields.Format, *, schema_columns: Sequence[str] = (), source: str = ""
 ) -> list[str]:
-    """The columns of an input view, from the parsed stage (json) or the raw record.
+    """The columns of an input view, from the parsed stage (json, avro) or the raw record.
 
-    `source` prefixes the json columns (the parsed struct); metadata columns come from the record
-    unless the schema has a column of the same name.
+    `source` prefixes the json or avro columns (the decoded struct); metadata columns come from
+    the record unless the schema has a column of the same name.
     """
     metadata = [quote(c) for c in METADATA_COLUMNS if c not in schema_columns]
-    if fmt == "json":
+    if fmt in fields.STRUCTURED_FORMATS:
         prefix = f"{source}." if source else ""
         return [f"{prefix}{quote(c)} AS {quote(c)}" for c in schema_columns] + metadata
     if fmt == "string":
@@ -119,11 +120,12 @@ def lookup_value_expr(column: str, fmt: fields.Format, value_schema: str | None)
     return quote(column)
 
 
-def dead_letter_exprs(*, app: str, value_schema: str) -> list[str]:
-    """The record written to the dead-letter topic: the original key and value, and headers."""
+def dead_letter_exprs(*, app: str, reason: str) -> list[str]:
+    """The record written to the dead-letter topic: the original key and value, and headers
+    (`reason`: the sentence of its error kind, as reason_expr gives it)."""
     headers = {
         "rillet.error.kind": ERROR,
-        "rillet.error.reason": reason_expr(value_schema),
+        "rillet.error.reason": reason,
         "rillet.app": sql_string(app),
         "rillet.source.topic": "topic",
         "rillet.source.partition": "partition",
@@ -138,6 +140,22 @@ def dead_letter_exprs(*, app: str, value_schema: str) -> list[str]:
 
 
 # Writing ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class AvroWriting:
+    """The registered schema an output's key or value is encoded with, and its id."""
+
+    schema_id: int
+    schema: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AvroEncodings:
+    """The Avro schemas of an output, for its avro key and value."""
+
+    key: AvroWriting | None = None
+    value: AvroWriting | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -168,11 +186,12 @@ def key_columns_of(output: runspecs.OutputSpec, columns: Sequence[str]) -> tuple
     )
 
 
-def build_record_exprs(output: runspecs.OutputSpec, columns: Sequence[str]) -> RecordExprs:
-    """Key and value expressions of an output over a result with `columns`.
+def record_columns(
+    output: runspecs.OutputSpec, columns: Sequence[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The key and value columns of an output over a result with `columns`.
 
-    Raises ValueError naming what does not fit (a missing column, several columns for a string
-    or bytes value).
+    Raises ValueError naming a missing column.
     """
     visible = [c for c in columns if not c.startswith(INTERNAL_PREFIX)]
     keys = key_columns_of(output, visible)
@@ -183,14 +202,38 @@ def build_record_exprs(output: runspecs.OutputSpec, columns: Sequence[str]) -> R
             f"output {output.id}: no column {', '.join(dict.fromkeys(missing))} in the result "
             f"(its columns: {', '.join(visible)})"
         )
-    value = _encode(values, output.value_format, what=f"output {output.id}: value")
+    return keys, tuple(values)
+
+
+def build_record_exprs(
+    output: runspecs.OutputSpec,
+    columns: Sequence[str],
+    avro: AvroEncodings | None = None,
+) -> RecordExprs:
+    """Key and value expressions of an output over a result with `columns`.
+
+    Raises ValueError naming what does not fit (a missing column, several columns for a string
+    or bytes value, an avro key or value without its schema in `avro`).
+    """
+    keys, values = record_columns(output, columns)
+    avro = avro or AvroEncodings()
+    what = f"output {output.id}"
+    value = _encode(values, output.value_format, what=f"{what}: value", avro=avro.value)
     if output.kind == "table":
         value = _with_tombstone(value, [c for c in values if c not in keys])
-    key = _encode(keys, output.key_format, what=f"output {output.id}: key") if keys else None
+    key = _encode(keys, output.key_format, what=f"{what}: key", avro=avro.key) if keys else None
     return RecordExprs(key=key, value=value, key_columns=keys, value_columns=values)
 
 
-def _encode(columns: Sequence[str], fmt: fields.Format, *, what: str) -> str:
+def _encode(
+    columns: Sequence[str], fmt: fields.Format, *, what: str, avro: AvroWriting | None = None
+) -> str:
+    if fmt == "avro":
+        if avro is None:
+            raise ValueError(f"{what} is avro, and its schema is not resolved")
+        header = f"X'00{avro.schema_id:08X}'"
+        struct = ", ".join(quote(c) for c in columns)
+        return f"concat({header}, to_avro(struct({struct}), {sql_string(avro.schema)}))"
     if fmt == "json":
         return f"to_json(struct({', '.join(quote(c) for c in columns)}), {_JSON_OPTIONS})"
     if len(columns) != 1:

@@ -1,4 +1,5 @@
-"""Starting the App's streaming queries: one per output, one per json input with dead letters.
+"""Starting the App's streaming queries: one per output, one per json or avro input with dead
+letters.
 
 Records reach Kafka through Spark's Kafka writer, which is at-least-once: a batch interrupted
 after some of its records were sent runs again from the checkpoint, and sends them again.
@@ -11,8 +12,8 @@ Outputs (and dead letters) with delivery ExactlyOnce are written in Kafka transa
   compaction. Within a key, records keep the order of the input partition they came from.
 - Rows without any key column cannot live in a compacted topic: Table outputs leave them out and
   count them (metric `rillet_observed_rows{metric="<output>_without_key.rows"}`).
-- Bad records of a json input go, untouched, to the dead-letter topic, with the reason and their
-  source coordinates in headers (`records.dead_letter_exprs`).
+- Bad records of a json or avro input go, untouched, to the dead-letter topic, with the reason
+  and their source coordinates in headers (`records.dead_letter_exprs`).
 Each query has its own checkpoint directory under the App's checkpoint location.
 
 Stopping at a batch boundary: in micro-batch mode every query writes through `foreachBatch`
@@ -35,7 +36,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import options, pinning, records, transactions
+from rillet.runtime.queries import avrorecords, options, pinning, records, transactions
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
 
@@ -88,9 +89,15 @@ def _observe(frame: DataFrame, spec: runspecs.RunSpec, name: str, condition: str
     return frame.observe(name, counted)
 
 
-def start_output(spec: runspecs.RunSpec, output: runspecs.OutputSpec, frame: DataFrame) -> Started:
-    """Start the query writing `frame` (a result of the pipeline) to `output`."""
-    exprs = records.build_record_exprs(output, frame.columns)
+def start_output(
+    spec: runspecs.RunSpec,
+    output: runspecs.OutputSpec,
+    frame: DataFrame,
+    avro: records.AvroEncodings | None = None,
+) -> Started:
+    """Start the query writing `frame` (a result of the pipeline) to `output` (`avro`: its
+    registered schemas, for an avro key or value)."""
+    exprs = records.build_record_exprs(output, frame.columns, avro or records.AvroEncodings())
     rows = frame
     if output.kind == "table" and exprs.key_columns:
         has_key = records.has_key_expr(exprs.key_columns)
@@ -112,13 +119,15 @@ def start_dead_letters(
 ) -> Started:
     """Start the query sending an input's bad records to the App's dead-letter topic."""
     assert spec.dead_letter_topic is not None
-    assert item.value_schema is not None
+    if item.format == "avro":
+        reason = avrorecords.reason_expr()
+    else:
+        assert item.value_schema is not None  # json: runresolving requires a schema
+        reason = records.reason_expr(item.value_schema)
     name = dead_letter_query_name(item)
     counted = _observe(bad_records, spec, name.replace("-", "_"), "TRUE")
     return _start(
-        counted.selectExpr(
-            *records.dead_letter_exprs(app=spec.app, value_schema=item.value_schema)
-        ),
+        counted.selectExpr(*records.dead_letter_exprs(app=spec.app, reason=reason)),
         spec,
         name=options.query_name(spec, name),
         topic=spec.dead_letter_topic,

@@ -1,0 +1,115 @@
+"""Avro records in the Confluent wire format to rows and back, as Spark SQL expressions (pure).
+
+A record's value is a zero byte, the 4-byte big-endian id of its writer's schema in the
+registry, then the Avro payload. Reading, each record is decoded with its writer's schema and
+resolved into the input's reader schema (spark-avro's `from_avro` with option `avroSchema`), so
+every version of a subject reads as one set of columns; a query holds one decoder per writer
+schema known when it was planned (`AvroReading.writers`).
+
+A record of an id the query does not know stops it with `UNKNOWN_ID_MARKER` and the id: the
+driver asks the registry (runtime.driver.schemacatalog), and plans the query again, with the
+writer's schema when the registry has it, or with the id among the unknown ones when it does
+not; the stopped batch runs again from the checkpoint, so nothing is lost or read twice.
+
+Bad records (to the dead-letter topic, as malformed JSON): not in the wire format
+(`not-confluent-avro`), of an id the registry does not have (`unknown-schema-id`), or a payload
+that does not decode with its writer's schema (`corrupt-avro`, told by the reader's marker
+field: avroschemas.DECODED_MARKER).
+Writing is records.py's (`AvroWriting`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+from rillet.runtime.queries import avroschemas, records
+
+SCHEMA_ID = "__rillet_schema_id"
+NOT_CONFLUENT_AVRO = "not-confluent-avro"
+UNKNOWN_SCHEMA_ID = "unknown-schema-id"
+CORRUPT_AVRO = "corrupt-avro"
+UNKNOWN_ID_MARKER = "rillet: a record of a schema id the query does not know"
+_UNKNOWN_ID = re.compile(re.escape(UNKNOWN_ID_MARKER) + r": input (\w+) schema id (\d+)")
+# Header: the magic byte and the schema id; the payload starts at byte 6 (1-based).
+_HEADER_BYTES = 5
+# No registry hands out a negative id: the decoder of this branch types the CASE, never runs.
+_NO_ID = -1
+
+
+@dataclasses.dataclass(frozen=True)
+class AvroReading:
+    """What a query decodes an Avro input with: the reader's schema, the writers' by id, and
+    the ids the registry does not have."""
+
+    reader: str
+    writers: Mapping[int, str]
+    unknown: frozenset[int] = frozenset()
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of the input's view: the reader schema's fields."""
+        return avroschemas.field_names(self.reader)
+
+
+def header_exprs() -> list[str]:
+    """Stage 1 of an Avro input: the raw columns and the writer's schema id (NULL when the
+    value is not in the wire format)."""
+    schema_id = (
+        f"CASE WHEN length(value) >= {_HEADER_BYTES} AND substring(value, 1, 1) = X'00' "
+        f"THEN CAST(conv(hex(substring(value, 2, 4)), 16, 10) AS BIGINT) END AS {SCHEMA_ID}"
+    )
+    return [*records.RAW_COLUMNS, schema_id]
+
+
+def decode_expr(reading: AvroReading) -> str:
+    """Stage 2: the record decoded with its writer's schema into the reader's, as a struct."""
+    reader = avroschemas.with_decoded_marker(reading.reader)
+    options = f"map('mode', 'PERMISSIVE', 'avroSchema', {records.sql_string(reader)})"
+    payload = f"substring(value, {_HEADER_BYTES + 1})"
+    branches = [(_NO_ID, reader), *sorted(reading.writers.items())]
+    cases = " ".join(
+        f"WHEN {schema_id} THEN from_avro({payload}, {records.sql_string(writer)}, {options})"
+        for schema_id, writer in branches
+    )
+    return f"CASE {SCHEMA_ID} {cases} END AS {records.ROW}"
+
+
+def error_expr(reading: AvroReading, *, input_name: str) -> str:
+    """Stage 3: why a record is bad, or NULL; a record of an id the query does not know stops
+    it (UNKNOWN_ID_MARKER), before anything is written."""
+    stop = (
+        f"raise_error(concat({records.sql_string(f'{UNKNOWN_ID_MARKER}: input {input_name}')}, "
+        f"' schema id ', {SCHEMA_ID}))"
+    )
+    known = ", ".join(str(i) for i in sorted(reading.writers))
+    unknown = ", ".join(str(i) for i in sorted(reading.unknown))
+    branches = [
+        "WHEN value IS NULL THEN NULL",
+        f"WHEN {SCHEMA_ID} IS NULL THEN '{NOT_CONFLUENT_AVRO}'",
+        *([f"WHEN {SCHEMA_ID} IN ({unknown}) THEN '{UNKNOWN_SCHEMA_ID}'"] if unknown else []),
+        f"WHEN {SCHEMA_ID} NOT IN ({known}) THEN {stop}" if known else f"WHEN TRUE THEN {stop}",
+        f"WHEN {records.ROW}.{avroschemas.DECODED_MARKER} IS NULL THEN '{CORRUPT_AVRO}'",
+    ]
+    return f"CASE {' '.join(branches)} ELSE NULL END AS {records.ERROR}"
+
+
+def reason_expr() -> str:
+    """A sentence for the error kind of a bad Avro record."""
+    return (
+        f"CASE {records.ERROR} WHEN '{NOT_CONFLUENT_AVRO}' THEN 'value is not in the Confluent "
+        f"wire format (a zero byte, then a 4-byte schema id)' "
+        f"WHEN '{UNKNOWN_SCHEMA_ID}' THEN concat('schema id ', {SCHEMA_ID}, ' is not an Avro "
+        f"schema in the schema registry') "
+        f"ELSE concat('value does not decode with schema id ', {SCHEMA_ID}, ' (a truncated or "
+        f"corrupt Avro payload)') END"
+    )
+
+
+def unknown_ids(error: str) -> dict[str, set[int]]:
+    """The schema ids, by input, that stopped a query (UNKNOWN_ID_MARKER in its error)."""
+    found: dict[str, set[int]] = {}
+    for name, schema_id in _UNKNOWN_ID.findall(error):
+        found.setdefault(name, set()).add(int(schema_id))
+    return found
