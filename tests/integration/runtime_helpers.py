@@ -212,10 +212,15 @@ def build_spec(
     checkpoint: Path,
     app: str | None = None,
     available_now: bool = True,
+    schema_registry: runspecs.SchemaRegistry | None = None,
     **overrides: Any,
 ) -> runspecs.RunSpec:
     spec = manifests.build_run_spec_from_manifests(
-        documents, bootstrap_servers=bootstrap, app_name=app, checkpoint_location=str(checkpoint)
+        documents,
+        bootstrap_servers=bootstrap,
+        app_name=app,
+        checkpoint_location=str(checkpoint),
+        schema_registry=schema_registry,
     )
     if available_now:
         overrides["trigger"] = runspecs.TriggerSpec(available_now=True)

@@ -18,10 +18,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -35,44 +32,9 @@ from rillet_devstack import stack as devstack
 from rillet_devstack.schemaregistry import SchemaRegistryState
 
 from . import nodes
+from .avroorders import ORDER, ORDER_V1, with_field
 from .conftest import Kube
 from .objects import get
-
-ORDER_V1: dict[str, Any] = {
-    "type": "record",
-    "name": "Order",
-    "namespace": "rillet.test",
-    "fields": [
-        {"name": "id", "type": "long"},
-        {
-            "name": "amount",
-            "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
-        },
-        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {
-            "name": "address",
-            "type": {
-                "type": "record",
-                "name": "Address",
-                "fields": [{"name": "city", "type": "string"}],
-            },
-        },
-    ],
-}
-ORDER = {
-    "id": 7,
-    "amount": Decimal("12.34"),
-    "at": datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC),
-    "tags": ["a", "b"],
-    "note": None,
-    "address": {"city": "Oslo"},
-}
-
-
-def _with_field(schema: dict[str, Any], field: dict[str, Any]) -> str:
-    return json.dumps({**schema, "fields": [*schema["fields"], field]})
 
 
 @pytest.fixture(scope="session")
@@ -113,13 +75,13 @@ def test_avro_values_round_trip_and_evolve_under_backward_compatibility(
     assert int.from_bytes(written[1:5], "big") == latest.schema_id
     assert AvroDeserializer(client)(written, value) == ORDER
 
-    without_default = _with_field(ORDER_V1, {"name": "channel", "type": "string"})
+    without_default = with_field(ORDER_V1, {"name": "channel", "type": "string"})
     with pytest.raises(SchemaRegistryError) as refused:
         AvroSerializer(client, without_default)({**ORDER, "channel": "web"}, value)
     assert refused.value.http_status_code == 409, refused.value
     assert "channel" in str(refused.value)
 
-    with_default = _with_field(ORDER_V1, {"name": "channel", "type": "string", "default": "web"})
+    with_default = with_field(ORDER_V1, {"name": "channel", "type": "string", "default": "web"})
     AvroSerializer(client, with_default)({**ORDER, "channel": "app"}, value)
     assert client.get_versions(f"{topic}-value") == [1, 2]  # (the client caches the latest)
     read_as_v2 = AvroDeserializer(client, with_default)(written, value)

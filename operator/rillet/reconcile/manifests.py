@@ -49,6 +49,7 @@ def build_run_spec_from_manifests(
     checkpoint_location: str | None = None,
     namespace: str | None = None,
     kafka_config: Mapping[str, str] | None = None,
+    schema_registry: runspecs.SchemaRegistry | None = None,
 ) -> runspecs.RunSpec:
     """The run spec of the App among `documents` (parsed YAML manifests of Apps, Topics, Tables).
 
@@ -63,6 +64,7 @@ def build_run_spec_from_manifests(
         checkpoint_location=checkpoint_location,
         namespace=namespace,
         kafka_config=kafka_config,
+        schema_registry=schema_registry,
     )
 
 

@@ -1,0 +1,193 @@
+"""Avro Apps with the stack's schema registry: reading and writing the Confluent wire format.
+
+Test plan (ground truth: confluent-kafka's own AvroSerializer and AvroDeserializer against the
+registry; the App runs in this process's Spark, as `rillet run` runs it):
+- round trip, evolution, bad records, and a version registered while the App runs: records of
+  schema v1 and v2 (v2 adds a field with a default) are produced by AvroSerializer, with three
+  bad records between them (a wrong magic byte, an unknown schema id, a truncated payload); the
+  App (reader: the subject's latest version when it starts, v2) writes its Avro output, which
+  AvroDeserializer reads back equal to what was produced (nested record, array, null, decimal
+  and timestamp included), v1 records with v2's default; each bad record is in the dead-letter
+  topic, untouched, with its kind and reason; then a v3 is registered and a record of it
+  produced while the App runs: it is read too (the query asks the registry for its id);
+- a registry refusal: an output whose derived schema breaks its subject's BACKWARD rule stops
+  the driver before it starts any query, with SchemaRegistryRefusedError naming the subject
+  and the registry's reason.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from rillet.driverapi import runspecs, terminations
+from rillet_devstack import stack as devstack
+from rillet_devstack.schemaregistry import SchemaRegistryState
+
+from . import runtime_helpers as rt
+from .avroorders import ORDER, ORDER_V1, with_field
+from .polling import wait_for
+
+CHANNEL = {"name": "channel", "type": "string", "default": "web"}
+PRIORITY = {"name": "priority", "type": "int", "default": 0}
+
+
+@pytest.fixture
+def registry(
+    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[runspecs.SchemaRegistry, SchemaRegistryClient]]:
+    """The stack's registry as a run spec names it (its credentials in the environment, as
+    `rillet run` reads them), and a client; the test's subjects are deleted afterwards."""
+    state: SchemaRegistryState | None = stack.schema_registry
+    if state is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    for name, value in state.environment().items():
+        monkeypatch.setenv(name, value)
+    with SchemaRegistryClient(state.client_config()) as client:
+        before = set(client.get_subjects())
+        yield runspecs.SchemaRegistry(url=state.url), client
+        for subject in set(client.get_subjects()) - before:
+            client.delete_subject(subject)
+            client.delete_subject(subject, permanent=True)
+
+
+def _documents(columns: str) -> list[dict[str, Any]]:
+    topics = [
+        {"apiVersion": "rillet.io/v1alpha1", "kind": "Topic", "metadata": {"name": name}}
+        for name in ("orders", "enriched", "orders-dlq")
+    ]
+    app = {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "metadata": {"name": "orders-avro"},
+        "spec": {
+            "image": "rillet/runtime:test",
+            "inputs": [
+                {
+                    "name": "orders",
+                    "topicRef": {"name": "orders"},
+                    "format": "avro",
+                    "startingOffsets": "earliest",
+                }
+            ],
+            "pipeline": {"sql": f"SELECT {columns} FROM orders"},
+            "outputs": [{"topicRef": {"name": "enriched"}, "valueFormat": "avro"}],
+            "deadLetterTopic": {"topicRef": {"name": "orders-dlq"}},
+        },
+    }
+    return [*topics, app]
+
+
+def _serialize(
+    client: SchemaRegistryClient, schema: str, record: dict[str, Any], topic: str
+) -> bytes:
+    written = AvroSerializer(client, schema)(
+        record, SerializationContext(topic, MessageField.VALUE)
+    )
+    assert written is not None
+    return written
+
+
+def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered(
+    registry: tuple[runspecs.SchemaRegistry, SchemaRegistryClient],
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    spec_registry, client = registry
+    documents = _documents("id, amount, at, tags, note, address, channel")
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
+    orders = topics["orders"]
+    v1, v2 = json.dumps(ORDER_V1), with_field(ORDER_V1, CHANNEL)
+    first = _serialize(client, v1, ORDER, orders)
+    second = _serialize(client, v1, {**ORDER, "id": 8, "note": "fragile"}, orders)
+    third = _serialize(client, v2, {**ORDER, "id": 9, "channel": "app"}, orders)
+    bad = [b"\x01" + first[1:], b"\x00\x00\x0f\x42\x40" + first[5:], first[:9]]
+    rt.produce(
+        kafka_bootstrap,
+        orders,
+        [("a", first), ("b", second), ("w", bad[0]), ("u", bad[1]), ("t", bad[2]), ("c", third)],
+    )
+    spec = rt.build_spec(
+        documents,
+        bootstrap=kafka_bootstrap,
+        checkpoint=tmp_path / "ck",
+        available_now=False,
+        schema_registry=spec_registry,
+    )
+    read = AvroDeserializer(client)
+    context = SerializationContext(topics["enriched"], MessageField.VALUE)
+
+    def written() -> list[Any]:
+        entries = rt.read_topic(kafka_bootstrap, topics["enriched"])
+        return [read(entry.value, context) for entry in entries]
+
+    with rt.running(spec) as driver:
+        wait_for(lambda: len(written()) == 3, timeout=180, what="the App's first three records")
+        v3 = with_field(json.loads(v2), PRIORITY)
+        later = _serialize(client, v3, {**ORDER, "id": 10, "channel": "pos", "priority": 2}, orders)
+        rt.produce(kafka_bootstrap, orders, [("d", later)])
+        wait_for(
+            lambda: len(written()) == 4, timeout=180, what="a record of a version new to the App"
+        )
+        assert driver.failure() is None
+
+    assert written() == [
+        {**ORDER, "channel": "web"},
+        {**ORDER, "id": 8, "note": "fragile", "channel": "web"},
+        {**ORDER, "id": 9, "channel": "app"},
+        {**ORDER, "id": 10, "channel": "pos"},
+    ]
+    dead = {
+        value: headers for value, headers in rt.headers_of(kafka_bootstrap, topics["orders-dlq"])
+    }
+    assert set(dead) == set(bad)  # untouched, each once
+    assert {value: h["rillet.error.kind"] for value, h in dead.items()} == {
+        bad[0]: "not-confluent-avro",
+        bad[1]: "unknown-schema-id",
+        bad[2]: "corrupt-avro",
+    }
+    assert dead[bad[1]]["rillet.error.reason"] == (
+        "schema id 1000000 is not an Avro schema in the schema registry"
+    )
+    assert "does not decode with schema id" in dead[bad[2]]["rillet.error.reason"]
+
+
+def test_a_schema_the_registry_refuses_stops_the_driver_naming_the_subject(
+    registry: tuple[runspecs.SchemaRegistry, SchemaRegistryClient],
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    spec_registry, client = registry
+    documents = _documents("id, amount")
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
+    _serialize(client, json.dumps(ORDER_V1), ORDER, topics["orders"])  # the input's subject
+    subject = f"{topics['enriched']}-value"
+    taken = {"type": "record", "name": "Other", "fields": [{"name": "id", "type": "string"}]}
+    _serialize(client, json.dumps(taken), {"id": "x"}, topics["enriched"])
+    spec = rt.build_spec(
+        documents,
+        bootstrap=kafka_bootstrap,
+        checkpoint=tmp_path / "ck",
+        schema_registry=spec_registry,
+    )
+
+    with pytest.raises(terminations.SchemaRegistryRefusedError) as refused:
+        rt.run_app(spec)
+
+    message = str(refused.value)
+    assert f"the schema registry refused the schema for subject {subject} (HTTP 409)" in message
+    assert client.get_versions(subject) == [1]  # nothing registered

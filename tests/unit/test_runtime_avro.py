@@ -1,0 +1,147 @@
+"""Avro in the runtime and the operator, without Spark or a registry: the schemas an App's
+output would register, the ids a stopped query names, and what the operator resolves.
+
+Ground truth for derived schemas: fastavro's parser (the Avro runtime confluent-kafka's
+serializers use) must accept them, with the defaults that keep added columns compatible.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import fastavro
+import pytest
+
+from rillet.api.v1alpha1 import recordschemas
+from rillet.reconcile import avrospecs
+from rillet.runtime.queries import avrorecords, avroschemas
+
+# A Spark result type as StructType.jsonValue() gives it.
+STRUCT: dict[str, Any] = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": False, "metadata": {}},
+        {"name": "amount", "type": "decimal(10,2)", "nullable": True, "metadata": {}},
+        {"name": "at", "type": "timestamp", "nullable": True, "metadata": {}},
+        {
+            "name": "tags",
+            "type": {"type": "array", "elementType": "string", "containsNull": True},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "window",
+            "type": {
+                "type": "struct",
+                "fields": [
+                    {"name": "start", "type": "timestamp", "nullable": True, "metadata": {}},
+                    {"name": "end", "type": "timestamp", "nullable": True, "metadata": {}},
+                ],
+            },
+            "nullable": False,
+            "metadata": {},
+        },
+        {"name": "count(1)", "type": "long", "nullable": False, "metadata": {}},
+        {
+            "name": "bad_map",
+            "type": {"type": "map", "keyType": "long", "valueType": "string"},
+            "nullable": True,
+            "metadata": {},
+        },
+    ],
+}
+
+
+def test_a_derived_schema_parses_and_its_nullable_columns_default_to_null() -> None:
+    schema = avroschemas.derive(
+        STRUCT, ["id", "amount", "at", "tags", "window"], name="orders_value", what="output o"
+    )
+    fastavro.parse_schema(schema)  # raises on a schema Avro refuses
+
+    fields = {f["name"]: f for f in schema["fields"]}
+    assert fields["id"] == {"name": "id", "type": "long"}
+    assert fields["amount"]["type"][0] == "null" and fields["amount"]["default"] is None
+    assert fields["amount"]["type"][1]["logicalType"] == "decimal"
+    assert fields["at"]["type"][1] == {"type": "long", "logicalType": "timestamp-micros"}
+    assert fields["tags"]["type"][1] == {"type": "array", "items": ["null", "string"]}
+    assert fields["window"]["type"]["type"] == "record"
+
+
+def test_a_derived_schema_writes_a_row_that_reads_back_equal() -> None:
+    schema = fastavro.parse_schema(
+        avroschemas.derive(STRUCT, ["id", "tags", "amount"], name="r", what="output o")
+    )
+    row = {"id": 3, "tags": ["a", None], "amount": None}
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, schema, row)
+    buffer.seek(0)
+    assert fastavro.schemaless_reader(buffer, schema) == row
+
+
+@pytest.mark.parametrize(
+    ("column", "says"),
+    [
+        ("count(1)", "is not an Avro field name"),
+        ("bad_map", "maps need string keys"),
+    ],
+)
+def test_columns_avro_cannot_hold_are_refused_naming_the_fix(column: str, says: str) -> None:
+    with pytest.raises(avroschemas.AvroSchemaError, match=r"output o: column") as refused:
+        avroschemas.derive(STRUCT, [column], name="r", what="output o")
+    assert says in str(refused.value)
+
+
+def test_the_reader_gains_a_marker_that_defaults_to_true() -> None:
+    reader = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    marked = json.loads(avroschemas.with_decoded_marker(reader))
+
+    assert marked["fields"][-1] == {
+        "name": avroschemas.DECODED_MARKER,
+        "type": "boolean",
+        "default": True,
+    }
+    assert avroschemas.field_names(reader) == ["a"]
+
+
+def test_a_stopped_query_names_the_ids_it_did_not_know_by_input() -> None:
+    error = (
+        "query app.topic-x failed: [USER_RAISED_EXCEPTION] "
+        f"{avrorecords.UNKNOWN_ID_MARKER}: input orders schema id 42 SQLSTATE: P0001"
+    )
+    assert avrorecords.unknown_ids(error) == {"orders": {42}}
+    assert avrorecords.unknown_ids("query failed: something else") == {}
+
+
+def test_ids_the_registry_does_not_have_are_bad_records_and_others_stop_the_query() -> None:
+    reading = avrorecords.AvroReading(reader="{}", writers={1: "{}", 2: "{}"}, unknown={7})
+    error = avrorecords.error_expr(reading, input_name="orders")
+
+    assert f"IN (7) THEN '{avrorecords.UNKNOWN_SCHEMA_ID}'" in error
+    assert "NOT IN (1, 2) THEN raise_error" in error
+    # Before any decoding is trusted: unknown ids are decided before the marker is read.
+    assert error.index("raise_error") < error.index(avroschemas.DECODED_MARKER)
+
+
+def test_subjects_default_to_the_topic_name_strategy() -> None:
+    value = avrospecs.avro_spec(None, topic="orders", part="value")
+    key = avrospecs.avro_spec(recordschemas.AvroSchema(version=3), topic="orders", part="key")
+    assert (value.subject, value.version) == ("orders-value", None)
+    assert (key.subject, key.version) == ("orders-key", 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{not json", "is not JSON"),
+        ('"string"', "is not an Avro record"),
+        ('{"type": "record", "fields": []}', 'without a "name"'),
+    ],
+)
+def test_an_inline_schema_that_is_not_a_record_is_a_spec_problem(text: str, says: str) -> None:
+    problem = avrospecs.schema_problem(text)
+    assert problem is not None and says in problem
+    assert (
+        avrospecs.schema_problem(json.dumps({"type": "record", "name": "R", "fields": []})) is None
+    )
