@@ -62,7 +62,8 @@ def test_a_derived_schema_parses_and_its_nullable_columns_default_to_null() -> N
 
     fields = {f["name"]: f for f in schema["fields"]}
     assert fields["id"] == {"name": "id", "type": "long"}
-    assert fields["amount"]["type"][0] == "null" and fields["amount"]["default"] is None
+    assert fields["amount"]["type"][0] == "null"
+    assert fields["amount"]["default"] is None
     assert fields["amount"]["type"][1]["logicalType"] == "decimal"
     assert fields["at"]["type"][1] == {"type": "long", "logicalType": "timestamp-micros"}
     assert fields["tags"]["type"][1] == {"type": "array", "items": ["null", "string"]}
@@ -141,7 +142,8 @@ def test_subjects_default_to_the_topic_name_strategy() -> None:
 )
 def test_an_inline_schema_that_is_not_a_record_is_a_spec_problem(text: str, says: str) -> None:
     problem = avrospecs.schema_problem(text)
-    assert problem is not None and says in problem
+    assert problem is not None
+    assert says in problem
     assert (
         avrospecs.schema_problem(json.dumps({"type": "record", "name": "R", "fields": []})) is None
     )
