@@ -92,7 +92,7 @@ def _serialize(
     written = AvroSerializer(client, schema)(
         record, SerializationContext(topic, MessageField.VALUE)
     )
-    assert written is not None
+    assert isinstance(written, bytes)
     return written
 
 
