@@ -280,6 +280,33 @@ def running(
         driver.stop()
 
 
+@contextmanager
+def driven(spec: runspecs.RunSpec) -> Iterator[driving.Driver]:
+    """An App running in this process as a driver process runs it, its queries waited on (so
+    that one stopped by an Avro schema id it did not know is planned again) while inside; a
+    failure of the App fails the block."""
+    driver = start_app(spec)
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            driver.wait(stop)
+        except Exception as error:  # noqa: BLE001 (raised in the test's thread below)
+            failures.append(error)
+
+    waiter = threading.Thread(target=wait, name=f"driver-{spec.app}", daemon=True)
+    waiter.start()
+    try:
+        yield driver
+    finally:
+        stop.set()
+        waiter.join(timeout=60)
+        driver.stop()
+    if failures:
+        raise failures[0]
+
+
 def cli_env() -> dict[str, str]:
     jars = ",".join(str(jar) for jar in devspark.spark_jars())
     return {**os.environ, apps.JARS_ENV: jars, "PYTHONUNBUFFERED": "1"}
