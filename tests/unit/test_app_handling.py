@@ -50,7 +50,7 @@ from rillet.reconcile import (
     statuses,
 )
 from rillet.reconcile.appobjects import AppEnvironment
-from rillet.settings import AppSettings, KafkaSettings
+from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
 from tests.unit import wordcount_inputs
 
 ENV = AppEnvironment(kafka_bootstrap="kafka:9092")
@@ -58,6 +58,7 @@ NAMESPACE = wordcount_inputs.NAMESPACE
 UID = wordcount_inputs.UID
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 READY = wordcount_inputs.READY
+NO_REGISTRY = SchemaRegistrySettings(url=None)
 
 
 def test_an_app_with_everything_ready_gets_its_objects() -> None:
@@ -399,13 +400,17 @@ def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> 
 
 def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
     kafka = KafkaSettings(bootstrap="127.0.0.1:9092")
-    own = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    own = appresolving.environment(
+        AppSettings(), kafka, NO_REGISTRY, apiserver_url="https://10.96.0.1:443"
+    )
     assert (own.kafka_bootstrap, own.apiserver_url) == ("127.0.0.1:9092", "https://10.96.0.1:443")
     monkeypatch.setenv("RILLET_APP_KAFKA_BOOTSTRAP", "kafka.pods:9092")
     monkeypatch.setenv("RILLET_APP_APISERVER_URL", "https://api.pods:6443")
     monkeypatch.setenv("RILLET_APP_IMAGE_PULL_POLICY", "Never")
     monkeypatch.setenv("RILLET_APP_STORAGE_CLASS", "fast")
-    env = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    env = appresolving.environment(
+        AppSettings(), kafka, NO_REGISTRY, apiserver_url="https://10.96.0.1:443"
+    )
     assert (env.kafka_bootstrap, env.apiserver_url) == ("kafka.pods:9092", "https://api.pods:6443")
     assert (env.image_pull_policy, env.storage_class) == ("Never", "fast")
 
