@@ -3,7 +3,8 @@
 `AppSettings` (RILLET_APP_*) shape the Kubernetes objects of every App and how often the
 operator scales them. Kafka credentials are read from a Kubernetes Secret mounted as environment
 (the Helm chart wires it) and held as SecretStr: they never appear in logs, status, Events or
-ConfigMaps.
+ConfigMaps. So are the schema registry's (`SchemaRegistrySettings`, RILLET_SCHEMA_REGISTRY_*),
+which reach an Avro App's driver only as the files of a Secret in its namespace.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 IN_CLUSTER_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -52,6 +53,29 @@ class KafkaSettings(BaseSettings):
                 self.sasl_password.get_secret_value() if self.sasl_password else ""
             )
         return config
+
+
+class SchemaRegistrySettings(BaseSettings):
+    """The schema registry of Avro keys and values, as driver pods reach it."""
+
+    model_config = SettingsConfigDict(env_prefix="RILLET_SCHEMA_REGISTRY_")
+
+    url: str | None = Field(
+        default=None,
+        description="Base URL of its Confluent-compatible API as driver pods reach it, e.g. "
+        "http://registry:8080/apis/ccompat/v7; unset: Apps cannot use format avro.",
+    )
+    username: str | None = Field(default=None, description="Basic-auth user; unset: none.")
+    password: SecretStr | None = Field(default=None, description="Basic-auth password.")
+
+    @model_validator(mode="after")
+    def _password_with_username(self) -> SchemaRegistrySettings:
+        # Caught at start: otherwise every Avro driver would fail at its first registry call.
+        if self.username and self.password is None:
+            raise ValueError(
+                "RILLET_SCHEMA_REGISTRY_USERNAME is set without RILLET_SCHEMA_REGISTRY_PASSWORD"
+            )
+        return self
 
 
 class OperatorSettings(BaseSettings):

@@ -7,6 +7,8 @@ Test plan:
 - values are checked against values.schema.json: a misspelled key and a wrong type are each
   refused, naming the key, by `helm template` (so by install and upgrade too); so are both
   monitors at once (the operator would be scraped twice).
+- a schema registry's URL reaches the operator as a value, its credentials from the Secret
+  named (secretKeyRefs), with the rights to write each Avro App's copy; by default neither;
 - the Grafana dashboard is off by default; on, it renders as a ConfigMap labelled for Grafana's
   sidecar (grafana_dashboard: "1", merged with labels of the values), with the values'
   annotations, in the release's namespace or the one given, holding dashboards/rillet.json as
@@ -168,6 +170,41 @@ def test_both_monitors_at_once_are_refused(kube: Kube) -> None:
             "monitoring.podMonitor.enabled=true",
         )
     assert "enable serviceMonitor or podMonitor, not both" in refused.value.stderr
+
+
+def _operator_env(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    (deployment,) = (obj for obj in objects if obj["kind"] == "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {variable["name"]: variable for variable in container["env"]}
+
+
+def _secret_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    (role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    return [rule for rule in role["rules"] if "secrets" in rule["resources"]]
+
+
+def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_secret(
+    kube: Kube,
+) -> None:
+    objects = rendered(kube, "--values", str(CHART / "ci" / "schema-registry-values.yaml"))
+
+    env = _operator_env(objects)
+    assert env["RILLET_SCHEMA_REGISTRY_URL"]["value"] == (
+        "http://registry.kafka:8080/apis/ccompat/v7"
+    )
+    for key in ("username", "password"):
+        assert env[f"RILLET_SCHEMA_REGISTRY_{key.upper()}"] == {
+            "name": f"RILLET_SCHEMA_REGISTRY_{key.upper()}",
+            "valueFrom": {"secretKeyRef": {"name": "schema-registry-credentials", "key": key}},
+        }
+    # Each Avro App's copy of the credentials is applied server-side: an apply that creates
+    # is authorized as a create.
+    assert _secret_rules(objects) == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}
+    ]
+    by_default = rendered(kube)
+    assert not [name for name in _operator_env(by_default) if "SCHEMA_REGISTRY" in name]
+    assert _secret_rules(by_default) == []
 
 
 def _dashboard_configmaps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -27,18 +27,14 @@ Test plan:
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client.exceptions import ApiException
 
-from rillet.handlers import indexes
 from rillet.k8s import applying
 from rillet.kafka.lag import TopicLag
 from rillet.reconcile import (
@@ -54,42 +50,22 @@ from rillet.reconcile import (
     statuses,
 )
 from rillet.reconcile.appobjects import AppEnvironment
-from rillet.settings import AppSettings, KafkaSettings
+from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
+from tests.unit import wordcount_inputs
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
 ENV = AppEnvironment(kafka_bootstrap="kafka:9092")
-NAMESPACE = "team"
-UID = "7d3c0a8e-0000-4000-8000-000000000001"
+NAMESPACE = wordcount_inputs.NAMESPACE
+UID = wordcount_inputs.UID
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
-
-
-def _wordcount() -> dict[str, dict[str, Any]]:
-    """The example's objects as the apiserver returns them (namespace, uid, Ready statuses)."""
-    documents = yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8"))
-    found = {}
-    for document in documents:
-        document["metadata"] |= {"namespace": NAMESPACE, "uid": UID, "generation": 1}
-        if document["kind"] != "App":
-            document["status"] = copy.deepcopy(READY)
-        found[document["kind"]] = document
-    return found
-
-
-def _views(*bodies: dict[str, Any]) -> indexes.AppViews:
-    def index(kind: str) -> Any:
-        return {(NAMESPACE, b["metadata"]["name"]): [b] for b in bodies if b["kind"] == kind}
-
-    return indexes.AppViews(
-        topic_objects=cast(Any, index("Topic")),
-        table_objects=cast(Any, index("Table")),
-        app_objects=cast(Any, index("App")),
-    )
+READY = wordcount_inputs.READY
+NO_REGISTRY = SchemaRegistrySettings(url=None)
 
 
 def test_an_app_with_everything_ready_gets_its_objects() -> None:
-    found = _wordcount()
-    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    found = wordcount_inputs.bodies()
+    resolution = appresolving.resolve(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"]), ENV
+    )
     assert resolution.objects is not None
     assert not resolution.spec_problems
     assert resolution.references.ok
@@ -101,18 +77,20 @@ def test_an_app_with_everything_ready_gets_its_objects() -> None:
 
 
 def test_missing_and_unready_references_are_named() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["Table"]["status"] = {}
-    resolution = appresolving.resolve(found["App"], _views(found["Table"]), ENV)
+    resolution = appresolving.resolve(found["App"], wordcount_inputs.views(found["Table"]), ENV)
     assert resolution.objects is None
     assert resolution.references.missing == ("Topic sentences",)
     assert resolution.references.unready == ("Table word-counts",)
 
 
 def test_a_written_table_of_another_partition_count_is_reported() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["Table"]["spec"]["partitions"] = 2
-    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    resolution = appresolving.resolve(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"]), ENV
+    )
     assert resolution.objects is None
     assert resolution.copartitioning == (
         "Table word-counts has 2 partitions but the inputs have 3: set its spec.partitions to 3 "
@@ -121,11 +99,11 @@ def test_a_written_table_of_another_partition_count_is_reported() -> None:
 
 
 def test_a_spec_the_builders_refuse_is_a_problem_not_an_exception() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     del found["Table"]["spec"]["valueSchema"]
     found["Table"]["spec"]["valueFormat"] = "json"
     found["App"]["spec"]["inputs"].append({"name": "counts", "tableRef": {"name": "word-counts"}})
-    views = _views(found["Topic"], found["Table"])
+    views = wordcount_inputs.views(found["Topic"], found["Table"])
     resolution = appresolving.resolve(found["App"], views, ENV)
     assert resolution.objects is None
     assert resolution.spec_problems == (
@@ -134,9 +112,11 @@ def test_a_spec_the_builders_refuse_is_a_problem_not_an_exception() -> None:
 
 
 def test_a_spec_the_model_refuses_is_one_line() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 2}
-    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    resolution = appresolving.resolve(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"]), ENV
+    )
     (problem,) = resolution.spec_problems
     assert "minExecutors must not exceed scaling.maxExecutors" in problem
     assert "\n" not in problem
@@ -144,7 +124,7 @@ def test_a_spec_the_model_refuses_is_one_line() -> None:
 
 
 def test_an_observation_keeps_the_scaling_loops_figures() -> None:
-    app = _wordcount()["App"]
+    app = wordcount_inputs.bodies()["App"]
     app["status"] = {
         "executors": {"desired": 3, "cap": 3, "ready": 1},
         "inputs": [
@@ -198,8 +178,10 @@ def test_events_follow_changes_of_standing_not_of_figures() -> None:
 
 
 def test_a_reconcile_reports_its_status_and_its_events_once() -> None:
-    found = _wordcount()
-    resolution = appresolving.resolve(found["App"], _views(found["Topic"], found["Table"]), ENV)
+    found = wordcount_inputs.bodies()
+    resolution = appresolving.resolve(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"]), ENV
+    )
     granted = appnotes.granted_notes("team.wordcount", ("allowed READ on sentences",))
     first = appobserving.derive_report(
         found["App"],
@@ -306,9 +288,11 @@ def test_pods_grouped_by_namespace_app_and_role() -> None:
 
 
 def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["Topic"]["spec"]["topicName"] = "text.sentences"
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     assert target.group == f"rillet.{NAMESPACE}.wordcount"
     assert target.inputs == (
         appobservations.StreamInput(
@@ -319,8 +303,10 @@ def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
 
 
 def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
-    found = _wordcount()
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    found = wordcount_inputs.bodies()
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     assert apptargets.observe_inputs(target, {}) == (
         appobservations.InputObservation(name="sentences", topic="sentences"),
     )
@@ -347,9 +333,11 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
 
 
 def test_a_scaling_pass_decides_reports_and_keeps_its_history() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["App"]["status"] = {"observedGeneration": 1, "executors": {"desired": 1}}
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=4000)}
     decision = scaling.plan_executors(
         apptargets.policy_of(found["App"]["spec"]),
@@ -367,8 +355,10 @@ def test_a_scaling_pass_decides_reports_and_keeps_its_history() -> None:
 
 
 def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one() -> None:
-    found = _wordcount()  # its Topic declares 3 partitions
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    found = wordcount_inputs.bodies()  # its Topic declares 3 partitions
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     unknown = apptargets.observe_inputs(target, {})
     stateful = {
         "metadata": {"annotations": {"rillet.io/progress": '{"statePartitions": 8}'}},
@@ -385,10 +375,12 @@ def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one()
 
 
 def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["App"]["spec"]["scaling"] = {"minExecutors": 5, "maxExecutors": 8}
     found["App"]["status"] = {"partitions": 2}
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     parallelism = apptargets.parallelism_of(target, apptargets.observe_inputs(target, {}), None)
 
     decision = scaling.plan_executors(
@@ -399,7 +391,7 @@ def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> 
         current=None,
         now=0.0,
     )
-    resolved = appresolving.resolve(found["App"], _views(*found.values()), ENV)
+    resolved = appresolving.resolve(found["App"], wordcount_inputs.views(*found.values()), ENV)
 
     assert (decision.desired, decision.cap) == (2, 2)
     assert resolved.objects is not None
@@ -408,13 +400,17 @@ def test_an_operator_that_has_not_read_kafka_keeps_a_driver_within_the_cap() -> 
 
 def test_app_settings_win_over_what_the_operator_uses(monkeypatch: pytest.MonkeyPatch) -> None:
     kafka = KafkaSettings(bootstrap="127.0.0.1:9092")
-    own = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    own = appresolving.environment(
+        AppSettings(), kafka, NO_REGISTRY, apiserver_url="https://10.96.0.1:443"
+    )
     assert (own.kafka_bootstrap, own.apiserver_url) == ("127.0.0.1:9092", "https://10.96.0.1:443")
     monkeypatch.setenv("RILLET_APP_KAFKA_BOOTSTRAP", "kafka.pods:9092")
     monkeypatch.setenv("RILLET_APP_APISERVER_URL", "https://api.pods:6443")
     monkeypatch.setenv("RILLET_APP_IMAGE_PULL_POLICY", "Never")
     monkeypatch.setenv("RILLET_APP_STORAGE_CLASS", "fast")
-    env = appresolving.environment(AppSettings(), kafka, apiserver_url="https://10.96.0.1:443")
+    env = appresolving.environment(
+        AppSettings(), kafka, NO_REGISTRY, apiserver_url="https://10.96.0.1:443"
+    )
     assert (env.kafka_bootstrap, env.apiserver_url) == ("kafka.pods:9092", "https://api.pods:6443")
     assert (env.image_pull_policy, env.storage_class) == ("Never", "fast")
 
@@ -474,8 +470,8 @@ def _pods_on(driver_node: str) -> dict[apptargets.PodKey, list[Mapping[str, Any]
 
 
 def test_executors_on_a_lost_node_are_reported_first_and_released_the_pass_after() -> None:
-    found = _wordcount()
-    views = _views(found["Topic"], found["Table"])
+    found = wordcount_inputs.bodies()
+    views = wordcount_inputs.views(found["Topic"], found["Table"])
     lost = frozenset({"n2"})
 
     def scaled() -> apptargets.Pass:
@@ -498,9 +494,11 @@ def test_executors_on_a_lost_node_are_reported_first_and_released_the_pass_after
 
 
 def test_executors_lost_with_their_driver_are_not_released() -> None:
-    found = _wordcount()
+    found = wordcount_inputs.bodies()
     found["App"]["status"] = {"executors": {"lost": 1}}
-    target = apptargets.target_of(found["App"], _views(found["Topic"], found["Table"]))
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
     # The driver on the lost node too (as a checkpoint volume's executors always are): the
     # App waits for its driver, and new executors could start nowhere else.
     scaled = apptargets.derive_pass(

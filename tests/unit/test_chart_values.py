@@ -4,7 +4,9 @@ Test plan:
 - values.yaml holds exactly the model's defaults, so the schema documents what ships;
 - the model refuses an unknown key and a wrong type, as the schema makes Helm do;
 - every setting the operator reads (each RILLET_* variable of rillet.settings) is set by the
-  chart's Deployment: nothing the operator can be told is out of the chart's reach.
+  chart's Deployment: nothing the operator can be told is out of the chart's reach;
+- credentials (Kafka's, the schema registry's) reach the operator from a Secret, never from a
+  literal value (values hold only the Secret's name).
 """
 
 from __future__ import annotations
@@ -54,8 +56,24 @@ def test_the_deployment_sets_every_setting_the_operator_reads() -> None:
                 settings.OperatorSettings,
                 settings.AppSettings,
                 settings.TableServerSettings,
+                settings.SchemaRegistrySettings,
             )
         )
     )
     assert read - set_by_chart == set()
     assert set_by_chart - read == set()  # and nothing the operator would ignore
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "RILLET_KAFKA_SASL_USERNAME",
+        "RILLET_KAFKA_SASL_PASSWORD",
+        "RILLET_SCHEMA_REGISTRY_USERNAME",
+        "RILLET_SCHEMA_REGISTRY_PASSWORD",
+    ],
+)
+def test_credentials_come_from_a_secret_never_from_values(variable: str) -> None:
+    deployment = (CHART / "templates" / "deployment.yaml").read_text(encoding="utf-8")
+    after = deployment.split(f"- name: {variable}\n", 1)[1]
+    assert after.lstrip().startswith("valueFrom: {secretKeyRef: {name: {{ . }}, key: ")

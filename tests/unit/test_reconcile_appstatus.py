@@ -2,8 +2,9 @@
 
 Test plan:
 - each standing, table-tested: phase, the (Ready, Reconciling, Stalled) statuses and reason,
-  in priority order (suspend, spec, references, co-partitioning, image, lost checkpoint, crash
-  loop, starting, failing batches, running);
+  in priority order (suspend, spec, references, co-partitioning, image, the driver's refusals
+  (lost checkpoint, contract version, schema registry), crash loop, starting, failing batches,
+  running);
 - messages name the missing and unready objects, and a crash loop's message is the last line of
   the driver's error (not Spark's shutdown log lines after it);
 - Ready is True only while the driver runs, its batches succeed and an executor is registered
@@ -305,6 +306,22 @@ def test_a_run_spec_of_another_contract_version_stalls_the_app_saying_what_to_do
     assert standing.verdict.reason == "DriverContractMismatch"
     assert standing.verdict.message == runspecs.mismatch_message(2)
     assert "different Rillet releases" in standing.verdict.message
+
+
+def test_a_schema_registry_refusal_stalls_the_app_with_the_registrys_message() -> None:
+    """What `rillet drive` writes when the registry refuses an Avro schema of the App."""
+    said = (
+        "subject orders-value: Schema being registered is incompatible with an earlier schema "
+        'for subject "orders-value" (409)'
+    )
+    written = terminating.summarize_error(terminations.SchemaRegistryRefusedError(said))
+    driver = DriverObservation(phase="Running", restart_count=1, last_message=written)
+
+    standing = appstatus.derive_standing(_observe(driver=driver))
+
+    assert standing.phase == "Failed"
+    assert (standing.verdict.state, standing.verdict.reason) == ("stalled", "SchemaRegistryRefused")
+    assert standing.verdict.message == said
 
 
 def test_a_restarting_driver_says_why_it_restarts() -> None:

@@ -1,20 +1,25 @@
 """The word-count example as the reconcile receives it: the App (in namespace team, with a uid
 and a generation, its spec changed as a test says) and its run spec, for the tests that build
-an App's objects."""
+an App's objects; its objects as the apiserver returns them and kopf's indexes of them, for the
+tests that resolve or reconcile it."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
+from rillet.handlers import indexes
 from rillet.reconcile import manifests, runresolving
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 UID = "7d3c0a8e-0000-4000-8000-000000000001"
+NAMESPACE = "team"
+READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
 
 
 def documents(**spec: Any) -> list[dict[str, Any]]:
@@ -39,3 +44,29 @@ def inputs(**spec: Any) -> tuple[apps.App, runspecs.RunSpec]:
         checkpoint_location="/operator/default",
     )
     return app, run_spec
+
+
+def bodies() -> dict[str, dict[str, Any]]:
+    """The example's objects as the apiserver returns them (namespace, uid, Ready statuses), by
+    kind."""
+    documents = yaml.safe_load_all((EXAMPLES / "wordcount.yaml").read_text("utf-8"))
+    found = {}
+    for document in documents:
+        document["metadata"] |= {"namespace": NAMESPACE, "uid": UID, "generation": 1}
+        if document["kind"] != "App":
+            document["status"] = copy.deepcopy(READY)
+        found[document["kind"]] = document
+    return found
+
+
+def views(*found: dict[str, Any]) -> indexes.AppViews:
+    """kopf's indexes holding the bodies `found`."""
+
+    def index(kind: str) -> Any:
+        return {(NAMESPACE, b["metadata"]["name"]): [b] for b in found if b["kind"] == kind}
+
+    return indexes.AppViews(
+        topic_objects=cast(Any, index("Topic")),
+        table_objects=cast(Any, index("Table")),
+        app_objects=cast(Any, index("App")),
+    )

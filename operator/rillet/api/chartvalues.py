@@ -68,6 +68,25 @@ class Kafka(ChartModel):
     )
 
 
+class SchemaRegistry(ChartModel):
+    """The schema registry of Avro keys and values: Confluent's REST API (Confluent Schema
+    Registry, or another registry's compatible API such as Apicurio Registry's ccompat)."""
+
+    url: str = Field(
+        default="",
+        description="Its base URL as driver pods reach it, e.g. "
+        "http://registry.kafka:8080/apis/ccompat/v7. Empty: Apps cannot use format avro "
+        "(InvalidSpec).",
+    )
+    existing_secret: str = Field(
+        default="",
+        description="An existing Secret in the release's namespace with keys `username` and "
+        "`password` (basic auth); empty: no credentials. The operator copies them into a Secret "
+        "`<app>-schema-registry` of each App that uses Avro, mounted by its driver alone: "
+        "credentials never go in values.",
+    )
+
+
 class Operator(ChartModel):
     """How the operator reconciles."""
 
@@ -218,6 +237,7 @@ class ChartValues(ChartModel):
         "all namespaces (a glob matches namespaces made later).",
     )
     kafka: Kafka = Field(default_factory=Kafka)
+    schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)
     operator: Operator = Field(default_factory=Operator)
     apps: Apps = Field(default_factory=Apps)
     resources: Resources = Field(default_factory=Resources)

@@ -189,6 +189,7 @@ def _local_run_spec(
     """The run spec of the App in the manifest file, as the options change it; a usage error
     naming APP_YAML if the file does not give one."""
     documents = cli_options.load_manifests(app_yaml)
+    registry = cli_options.schema_registry()
     try:
         app = manifests.pick_app(manifests.parse_manifests(documents), app_name)
         ns = namespace or app.metadata.namespace or runresolving.DEFAULT_NAMESPACE
@@ -199,6 +200,7 @@ def _local_run_spec(
             app_name=app_name,
             checkpoint_location=str(checkpoint_dir or default_checkpoint),
             namespace=namespace,
+            schema_registry=registry,
         )
     except ValueError as error:
         raise typer.BadParameter(str(error), param_hint="APP_YAML") from None

@@ -8,7 +8,8 @@ changed) and the Events to post, one per change.
 This module does the I/O; the decisions are pure, in `rillet.reconcile`:
 - Resolve (`appresolving.resolve`, no I/O: kopf's indexes and pure builders): the App model,
   its references, its run spec, co-partitioning and its objects.
-- Provision the App's Kafka principal, when those are on (`appaccess`), then apply the objects
+- Provision the App's Kafka principal, when those are on (`appaccess`), write the schema
+  registry's credentials of an Avro App (`appregistry`), then apply the objects
   (`k8s.applying`), only when all of that holds; otherwise whatever runs keeps running (a Topic
   briefly not Ready stops nothing).
 - Observe the driver pod and the executor pods; the status and the Events follow from them
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from rillet.handlers import appaccess, indexes
+from rillet.handlers import appaccess, appregistry, indexes
 from rillet.k8s import applying
 from rillet.reconcile import (
     appnotes,
@@ -46,6 +47,7 @@ class AppDeps:
     views: indexes.AppViews
     env: appobjects.AppEnvironment
     access: appaccess.AppAccess | None = None  # per-App Kafka principals, when on
+    registry: appregistry.RegistryCredentials | None = None  # when the operator has some
 
 
 async def _observe_pods(
@@ -67,6 +69,24 @@ async def lost_nodes(kube: applying.AppKube) -> frozenset[str]:
         return frozenset()
 
 
+async def _apply(
+    resolution: appresolving.Resolution, deps: AppDeps
+) -> tuple[appresolving.Resolution, applying.Applied | None]:
+    """The App's registry Secret, then its objects, applied; a refusal or a Secret that is not
+    the operator's as InvalidSpec (nothing applied after it)."""
+    objects = resolution.objects
+    if objects is None:
+        return resolution, None
+    try:
+        if objects.registry_secret is not None and deps.registry is not None:
+            problem = await deps.registry.write(objects.registry_secret, deps.kube)
+            if problem is not None:
+                return appresolving.Resolution(spec_problems=(problem,)), None
+        return resolution, await deps.kube.apply(objects)
+    except applying.ApplyRefusedError as error:
+        return appresolving.Resolution(spec_problems=(str(error),)), None
+
+
 async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
     """Reconcile one App end to end and report.
 
@@ -76,7 +96,6 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
     meta = body["metadata"]
     namespace, name = str(meta["namespace"]), str(meta["name"])
     resolution = appresolving.resolve(body, deps.views, deps.env)
-    applied = None
     granted: tuple[notes.Note, ...] = ()
     access = resolution.objects.kafka_access if resolution.objects is not None else None
     if access is not None and deps.access is not None:
@@ -86,11 +105,7 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
             resolution = appresolving.Resolution(access_problem=provisioned.problem)
         else:
             granted = appnotes.granted_notes(access.user, provisioned.changes)
-    if resolution.objects is not None:
-        try:
-            applied = await deps.kube.apply(resolution.objects)
-        except applying.ApplyRefusedError as error:
-            resolution = appresolving.Resolution(spec_problems=(str(error),))
+    resolution, applied = await _apply(resolution, deps)
     driver_pod: dict[str, Any] | None = None
     executor_pods: list[dict[str, Any]] = []
     if resolution.objects is not None:

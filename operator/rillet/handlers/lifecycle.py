@@ -14,6 +14,7 @@ import kopf
 from rillet.handlers import (
     appaccess,
     appreconciling,
+    appregistry,
     appscaling,
     indexes,
     nudging,
@@ -27,7 +28,12 @@ from rillet.kafka.admin import TopicAdmin
 from rillet.kafka.lag import LagReader
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import appresolving
-from rillet.settings import AppSettings, KafkaSettings, OperatorSettings
+from rillet.settings import (
+    AppSettings,
+    KafkaSettings,
+    OperatorSettings,
+    SchemaRegistrySettings,
+)
 
 FINALIZER = "rillet.io/finalizer"
 GC_YOUNG_THRESHOLD = 10_000
@@ -54,7 +60,12 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     )
     app_settings = AppSettings()
     memo.apps, scaler = start_apps(
-        app_settings, kafka, writer, kwargs, namespaced=bool(operator.listed_namespaces)
+        app_settings,
+        kafka,
+        SchemaRegistrySettings(),
+        writer,
+        kwargs,
+        namespaced=bool(operator.listed_namespaces),
     )
     memo.tasks = start_loops(
         operator, syncer, writer, scaler, kwargs, scale_seconds=app_settings.scale_seconds
@@ -151,6 +162,7 @@ def started(memo: kopf.Memo, **_: Any) -> bool:
 def start_apps(
     app_settings: AppSettings,
     kafka: KafkaSettings,
+    registry: SchemaRegistrySettings,
     writer: ObjectWriter,
     indexes_kwargs: dict[str, Any],
     *,
@@ -159,12 +171,13 @@ def start_apps(
     """What App reconciles use, and the scaling loop (not started yet). `namespaced`: the
     operator's rights are in its watched namespaces alone."""
     kube = AppKube(namespaced=namespaced)
-    env = appresolving.environment(app_settings, kafka, apiserver_url=kube.apiserver_url)
+    env = appresolving.environment(app_settings, kafka, registry, apiserver_url=kube.apiserver_url)
     deps = appreconciling.AppDeps(
         kube=kube,
         views=indexes.AppViews.of(indexes_kwargs),
         env=env,
         access=appaccess.build(app_settings, kafka),
+        registry=appregistry.build(registry),
     )
     lag = LagReader(kafka.client_config(), timeout=kafka.request_timeout_seconds)
     return deps, appscaling.AppScaler(deps=deps, lag=lag, writer=writer)

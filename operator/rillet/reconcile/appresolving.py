@@ -18,7 +18,8 @@ import pydantic
 from rillet.api.v1alpha1 import apps, objects, tables, topics
 from rillet.driverapi import runspecs
 from rillet.reconcile import appobjects, appobservations, kafkaaccess, runresolving
-from rillet.settings import AppSettings, KafkaSettings
+from rillet.reconcile.appobjects import registrycredentials
+from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
 
 TopicOrTable = TypeVar("TopicOrTable", topics.Topic, tables.Table)
 
@@ -65,8 +66,28 @@ def kafka_login(settings: AppSettings, kafka: KafkaSettings) -> runspecs.KafkaLo
     )
 
 
+def schema_registry(
+    settings: SchemaRegistrySettings, *, credentials_dir: str | None
+) -> runspecs.SchemaRegistry | None:
+    """The registry as drivers reach it, None when the operator has none.
+
+    `credentials_dir`: where drivers find the credentials, when the operator has some (in a pod,
+    registrycredentials.CREDENTIALS_DIR; `rillet run` gives None: the driver reads them from
+    its environment). Only the directory goes in the run spec, never the credentials.
+    """
+    if not settings.url:  # unset, or set empty
+        return None
+    return runspecs.SchemaRegistry(
+        url=settings.url, credentials_dir=credentials_dir if settings.username else None
+    )
+
+
 def environment(
-    settings: AppSettings, kafka: KafkaSettings, *, apiserver_url: str
+    settings: AppSettings,
+    kafka: KafkaSettings,
+    registry: SchemaRegistrySettings,
+    *,
+    apiserver_url: str,
 ) -> appobjects.AppEnvironment:
     """The environment every App's objects are built for."""
     return appobjects.AppEnvironment(
@@ -76,6 +97,9 @@ def environment(
         checkpoint_size=settings.checkpoint_size,
         apiserver_url=settings.apiserver_url or apiserver_url,
         kafka_login=kafka_login(settings, kafka),
+        schema_registry=schema_registry(
+            registry, credentials_dir=registrycredentials.CREDENTIALS_DIR
+        ),
     )
 
 
@@ -169,6 +193,7 @@ def _run_spec(
         checkpoint_location=appobjects.checkpoint_location(app),
         namespace=str(app.metadata.namespace),
         kafka_login=env.kafka_login,
+        schema_registry=env.schema_registry,
     )
 
 

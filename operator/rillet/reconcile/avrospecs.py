@@ -40,6 +40,13 @@ def avro_spec(
     )
 
 
+def uses_avro(inputs: Iterable[runspecs.InputSpec], outputs: Iterable[runspecs.OutputSpec]) -> bool:
+    """Whether any input, output key or output value is Avro."""
+    return any(i.avro is not None for i in inputs) or any(
+        o.key_avro is not None or o.value_avro is not None for o in outputs
+    )
+
+
 def schema_problem(text: str) -> str | None:
     """Why an inline schema is not an Avro record schema, or None."""
     try:

@@ -43,6 +43,11 @@ def app_run_config_name(app: str) -> str:
     return f"{app}-run"
 
 
+def app_schema_registry_secret_name(app: str) -> str:
+    """Name of the Secret holding the schema registry's credentials for an Avro App's driver."""
+    return f"{app}-schema-registry"
+
+
 def app_checkpoint_claim_name(app: str) -> str:
     """Name of the driver's checkpoint PersistentVolumeClaim (the StatefulSet names it
     `<volumeClaimTemplate>-<pod>`)."""

@@ -264,7 +264,8 @@ def build_run_spec(
 
     `checkpoint_location` is where the operator (or `rillet run`) keeps the App's checkpoint when
     the App does not say; the App's own `checkpoint.location` wins. `namespace`, when given,
-    wins over metadata.namespace (which a manifest file often leaves out).
+    wins over metadata.namespace (which a manifest file often leaves out). `schema_registry`
+    goes into the run spec only when the App reads or writes Avro.
     """
     problems = missing_references(app, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
     if problems:
@@ -290,7 +291,9 @@ def build_run_spec(
         bootstrap_servers=bootstrap_servers,
         kafka_config=dict(kafka_config or {}),
         kafka_login=kafka_login,
-        schema_registry=schema_registry,
+        # Only for Avro: the run spec is hashed into the driver's pod template, so a registry
+        # set or moved would otherwise restart every App, those that never ask it too.
+        schema_registry=schema_registry if avrospecs.uses_avro(inputs, outputs) else None,
         checkpoint_location=location,
         checkpoint_on_loss=spec.checkpoint.on_loss if spec.checkpoint else "Stall",
         inputs=inputs,

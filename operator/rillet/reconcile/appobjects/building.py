@@ -8,7 +8,14 @@ from typing import Any
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
 from rillet.reconcile import parallelisms
-from rillet.reconcile.appobjects import contexts, credentials, drivers, rbac, sparkconfs
+from rillet.reconcile.appobjects import (
+    contexts,
+    credentials,
+    drivers,
+    rbac,
+    registrycredentials,
+    sparkconfs,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,6 +32,9 @@ class AppObjects:
     spark_conf: dict[str, str]
     # The App's own Kafka principal, provisioned before these objects are applied.
     kafka_access: credentials.KafkaAccess | None = None
+    # The schema registry's credentials for an Avro App's driver, without their data: the
+    # reconcile adds it and applies the Secret before these objects (handlers.appregistry).
+    registry_secret: dict[str, Any] | None = None
 
     def in_apply_order(self) -> tuple[dict[str, Any], ...]:
         """Identity and permissions first, the ConfigMap before the pod that reads it."""
@@ -62,4 +72,5 @@ def build_app_objects(
         spec_hash=drivers.spec_hash(context),
         spark_conf=sparkconfs.build_spark_conf(context),
         kafka_access=credentials.build_kafka_access(context),
+        registry_secret=registrycredentials.build_secret(context),
     )

@@ -23,7 +23,14 @@ import yaml
 
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import kafkaaccess, naming
-from rillet.reconcile.appobjects import contexts, fragments, metadata, pods, sparkconfs
+from rillet.reconcile.appobjects import (
+    contexts,
+    fragments,
+    metadata,
+    pods,
+    registrycredentials,
+    sparkconfs,
+)
 
 DRIVER_CONTAINER: Final = "driver"
 KAFKA_CREDENTIALS_VOLUME: Final = "kafka-credentials"
@@ -205,6 +212,7 @@ DRIVER_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _termination_message,
     _driver_mounts,
     _kafka_credentials_mount,
+    registrycredentials.credentials_mount,
     pods.checkpoint_credentials,
     pods.tmp_mount,
     _driver_readiness,
@@ -268,6 +276,7 @@ DRIVER_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _graceful_stop,
     _config_volume,
     _kafka_credentials_volume,
+    registrycredentials.credentials_volume,
     pods.tmp_volume,
     _driver_container,
 )

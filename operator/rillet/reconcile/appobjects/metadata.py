@@ -15,6 +15,7 @@ from rillet.reconcile.appobjects import contexts
 
 APP_LABEL: Final = "rillet.io/app"
 ROLE_LABEL: Final = "rillet.io/role"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 SPEC_HASH_ANNOTATION: Final = "rillet.io/spec-hash"
 
 Role = Literal["driver", "executor"]
@@ -25,7 +26,7 @@ def labels(app: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "rillet-app",
         "app.kubernetes.io/instance": app,
-        "app.kubernetes.io/managed-by": "rillet",
+        MANAGED_BY_LABEL: "rillet",
         APP_LABEL: app,
     }
 
