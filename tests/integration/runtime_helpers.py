@@ -292,7 +292,7 @@ def driven(spec: runspecs.RunSpec) -> Iterator[driving.Driver]:
     def wait() -> None:
         try:
             driver.wait(stop)
-        except Exception as error:  # noqa: BLE001 (raised in the test's thread below)
+        except Exception as error:  # raised in the test's thread, below
             failures.append(error)
 
     waiter = threading.Thread(target=wait, name=f"driver-{spec.app}", daemon=True)

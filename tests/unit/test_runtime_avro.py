@@ -116,7 +116,9 @@ def test_a_stopped_query_names_the_ids_it_did_not_know_by_input() -> None:
 
 
 def test_ids_the_registry_does_not_have_are_bad_records_and_others_stop_the_query() -> None:
-    reading = avrorecords.AvroReading(reader="{}", writers={1: "{}", 2: "{}"}, unknown=frozenset({7}))
+    reading = avrorecords.AvroReading(
+        reader="{}", writers={1: "{}", 2: "{}"}, unknown=frozenset({7})
+    )
     error = avrorecords.error_expr(reading, input_name="orders")
 
     assert f"IN (7) THEN '{avrorecords.UNKNOWN_SCHEMA_ID}'" in error
