@@ -1,0 +1,109 @@
+"""An Avro App as users run it: the operator hands its driver pod the schema registry.
+
+Test plan (an operator of the test's own with the stack's registry in its settings, as the
+chart's `schemaRegistry.url` and `existingSecret` set them; ground truth: the registry, read
+with confluent-kafka's client):
+- an App whose Avro output breaks its subject's compatibility rule (the subject holds an
+  incompatible version, registered by AvroSerializer): the driver pod, logged in to the
+  registry with the credentials the operator put in the App's Secret, is refused, and the App
+  is Stalled (SchemaRegistryRefused) naming the subject, the registry's reason and what to
+  fix; the subject still has its one version;
+- the registry's password is in no pod spec, ConfigMap, App status or Event of the namespace.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from rillet_devstack import stack as devstack
+from rillet_devstack.operating import OperatorProcess
+
+from .avroorders import ORDER, ORDER_V1
+from .conftest import Kube
+from .objects import apply
+from .polling import wait_for
+from .wordcounts import C1_ONLY, SMALL, stalled
+
+TAKEN = {"type": "record", "name": "Other", "fields": [{"name": "id", "type": "string"}]}
+
+
+def _objects(app: str, namespace: str, image: str, orders: str, out: str) -> list[dict[str, Any]]:
+    topics = [
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "Topic",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"partitions": 1, "deletionPolicy": "Delete"},
+        }
+        for name in (orders, out)
+    ]
+    return [
+        *topics,
+        {
+            "apiVersion": "rillet.io/v1alpha1",
+            "kind": "App",
+            "metadata": {"name": app, "namespace": namespace},
+            "spec": {
+                "image": image,
+                "inputs": [{"name": "orders", "topicRef": {"name": orders}, "format": "avro"}],
+                "pipeline": {"sql": "SELECT id, amount FROM orders"},
+                "outputs": [{"topicRef": {"name": out}, "valueFormat": "avro"}],
+                "scaling": {"minExecutors": 1, "maxExecutors": 1},
+                "driver": SMALL,
+                "executor": SMALL,
+                "sparkConf": C1_ONLY,
+            },
+        },
+    ]
+
+
+def _everything_shown(kube: Kube, namespace: str) -> str:
+    """The namespace's pods, ConfigMaps, Apps and Events as the apiserver returns them."""
+    return "\n".join(
+        kube.kubectl("get", kind, "-n", namespace, "-o", "json").stdout
+        for kind in ("pods", "configmaps", "apps.rillet.io", "events")
+    )
+
+
+def test_a_registry_refusal_of_an_avro_output_stalls_the_app_naming_the_subject(
+    kube: Kube,
+    stack: devstack.StackState,
+    kafka_prefix: str,
+    runtime_image: str,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    registry = stack.schema_registry
+    if registry is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    own = lone_operator(settings=registry.environment())
+    own.start()
+    namespace = own.namespace_pattern
+    app, orders, out = f"{kafka_prefix}-avro", f"{kafka_prefix}-orders", f"{kafka_prefix}-out"
+    subject = f"{out}-value"
+    with SchemaRegistryClient(registry.client_config()) as client:
+        for topic, schema, record in ((orders, ORDER_V1, ORDER), (out, TAKEN, {"id": "x"})):
+            context = SerializationContext(topic, MessageField.VALUE)
+            AvroSerializer(client, json.dumps(schema))(record, context)
+        try:
+            apply(kube, *_objects(app, namespace, runtime_image, orders, out))
+
+            refused = wait_for(
+                stalled(kube, app, namespace), timeout=300, interval=3, what="the App Stalled"
+            )
+            assert refused["reason"] == "SchemaRegistryRefused", refused
+            assert f"subject {subject} (HTTP 409)" in refused["message"]
+            assert "Incompatible" in refused["message"]  # the registry's own words
+            assert "new fields need defaults" in refused["message"]
+            assert client.get_versions(subject) == [1]
+            assert registry.password not in _everything_shown(kube, namespace)
+        finally:
+            for subject_name in (f"{orders}-value", subject):
+                client.delete_subject(subject_name)
+                client.delete_subject(subject_name, permanent=True)
