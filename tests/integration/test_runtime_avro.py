@@ -1,7 +1,8 @@
 """Avro Apps with the stack's schema registry: reading and writing the Confluent wire format.
 
 Test plan (ground truth: confluent-kafka's own AvroSerializer and AvroDeserializer against the
-registry; the App runs in this process's Spark, as `rillet run` runs it):
+registry; the App of examples/avro-orders.yaml runs in this process's Spark, as `rillet run`
+runs it):
 - round trip, evolution, bad records, and a version registered while the App runs: records of
   schema v1 and v2 (v2 adds a field with a default) are produced by AvroSerializer, with three
   bad records between them (a wrong magic byte, an unknown schema id, a truncated payload); the
@@ -61,40 +62,16 @@ def registry(
             client.delete_subject(subject, permanent=True)
 
 
-def _documents(columns: str) -> list[dict[str, Any]]:
-    topics = [
-        {
-            "apiVersion": "rillet.io/v1alpha1",
-            "kind": "Topic",
-            "metadata": {"name": name},
-            "spec": {"partitions": 1},
-        }
-        for name in ("orders", "enriched", "orders-dlq")
-    ]
-    app = {
-        "apiVersion": "rillet.io/v1alpha1",
-        "kind": "App",
-        "metadata": {"name": "orders-avro"},
-        "spec": {
-            "image": "rillet/runtime:test",
-            "inputs": [
-                {
-                    "name": "orders",
-                    "topicRef": {"name": "orders"},
-                    "format": "avro",
-                    "startingOffsets": "earliest",
-                }
-            ],
-            "pipeline": {"sql": f"SELECT {columns} FROM orders"},
-            # Exactly once: the batch a new schema id stops runs again (at least once, its
-            # records before that id would be written twice: docs/formats.md).
-            "outputs": [
-                {"topicRef": {"name": "enriched"}, "valueFormat": "avro", "delivery": "ExactlyOnce"}
-            ],
-            "deadLetterTopic": {"topicRef": {"name": "orders-dlq"}, "delivery": "ExactlyOnce"},
-        },
-    }
-    return [*topics, app]
+EXAMPLE = Path(__file__).parents[2] / "examples" / "avro-orders.yaml"
+
+
+def _documents() -> list[dict[str, Any]]:
+    """An App writing the order ids and amounts of `orders` to `orders-checked` in Avro."""
+    documents = rt.load_manifests(EXAMPLE)
+    app = documents[-1]["spec"]
+    app["pipeline"]["sql"] = "SELECT id, amount FROM orders"
+    del app["deadLetterTopic"]
+    return documents
 
 
 def _serialize(
@@ -115,8 +92,8 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
     tmp_path: Path,
 ) -> None:
     spec_registry, client = registry
-    documents = _documents("id, amount, at, tags, note, address, channel")
-    topics = rt.privatize(documents, kafka_prefix)
+    documents = rt.load_manifests(EXAMPLE)
+    topics = rt.privatize(documents, kafka_prefix, partitions={"orders": 1, "orders-checked": 1})
     rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
     orders = topics["orders"]
     v1, v2 = json.dumps(ORDER_V1), with_field(ORDER_V1, CHANNEL)
@@ -137,10 +114,10 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
         schema_registry=spec_registry,
     )
     read = AvroDeserializer(client)
-    context = SerializationContext(topics["enriched"], MessageField.VALUE)
+    context = SerializationContext(topics["orders-checked"], MessageField.VALUE)
 
     def written() -> list[Any]:
-        entries = rt.read_topic(kafka_bootstrap, topics["enriched"])
+        entries = rt.read_topic(kafka_bootstrap, topics["orders-checked"])
         return [read(entry.value, context) for entry in entries]
 
     with rt.driven(spec) as driver:
@@ -154,10 +131,10 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
         assert driver.failure() is None
 
     assert written() == [
-        {**ORDER, "channel": "web"},
-        {**ORDER, "id": 8, "note": "fragile", "channel": "web"},
-        {**ORDER, "id": 9, "channel": "app"},
-        {**ORDER, "id": 10, "channel": "pos"},
+        {**ORDER, "channel": "web", "large": False},
+        {**ORDER, "id": 8, "note": "fragile", "channel": "web", "large": False},
+        {**ORDER, "id": 9, "channel": "app", "large": False},
+        {**ORDER, "id": 10, "channel": "pos", "large": False},
     ]
     dead = {
         value: headers for value, headers in rt.headers_of(kafka_bootstrap, topics["orders-dlq"])
@@ -182,13 +159,13 @@ def test_a_schema_the_registry_refuses_stops_the_driver_naming_the_subject(
     tmp_path: Path,
 ) -> None:
     spec_registry, client = registry
-    documents = _documents("id, amount")
+    documents = _documents()
     topics = rt.privatize(documents, kafka_prefix)
     rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
     _serialize(client, json.dumps(ORDER_V1), ORDER, topics["orders"])  # the input's subject
-    subject = f"{topics['enriched']}-value"
+    subject = f"{topics['orders-checked']}-value"
     taken = {"type": "record", "name": "Other", "fields": [{"name": "id", "type": "string"}]}
-    _serialize(client, json.dumps(taken), {"id": "x"}, topics["enriched"])
+    _serialize(client, json.dumps(taken), {"id": "x"}, topics["orders-checked"])
     spec = rt.build_spec(
         documents,
         bootstrap=kafka_bootstrap,

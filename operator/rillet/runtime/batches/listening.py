@@ -31,8 +31,11 @@ BatchHandler = Callable[[progress.BatchProgress], None]
 class ProgressListener(StreamingQueryListener):
     """Parses each progress event and passes it to the handlers, in order."""
 
-    def __init__(self, handlers: Sequence[BatchHandler]) -> None:
+    def __init__(self, handlers: Sequence[BatchHandler], *, expected: Sequence[str] = ()) -> None:
         self._handlers = list(handlers)
+        # Texts of failures the driver acts on (a stop it asked for, an Avro schema id to
+        # learn): logged as the one line that says so, not as an error with its stack.
+        self._expected = tuple(expected)
         self._lock = threading.Lock()
 
     def onQueryStarted(self, event: QueryStartedEvent) -> None:  # noqa: N802 (Spark's name)
@@ -51,5 +54,14 @@ class ProgressListener(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:  # noqa: N802
-        if event.exception:
+        if not event.exception:
+            return
+        lines = [
+            line
+            for line in event.exception.splitlines()
+            if any(text in line for text in self._expected)
+        ]
+        if lines:
+            log.info("query %s stopped: %s", event.id, lines[0].strip())
+        else:
             log.error("query %s failed: %s", event.id, event.exception)

@@ -136,8 +136,7 @@ class Driver:
         for output, frame in frames:
             if catalog is not None:
                 avro[output.id] = catalog.encodings(output, frame.schema.jsonValue())
-            # Raises on a misfit.
-            records.build_record_exprs(output, frame.columns, avro.get(output.id))
+            records.build_record_exprs(output, frame.columns, avro.get(output.id))  # or raises
         return Plan(outputs=frames, bad_records=inputs.bad_records, avro=avro)
 
     def start(self) -> None:
@@ -153,7 +152,8 @@ class Driver:
         ]
         self.committer = committing.OffsetCommitter(self.spec, queries=names)
         self._listener = listening.ProgressListener(
-            [_only(set(names), handler) for handler in self._handlers()]
+            [_only(set(names), handler) for handler in self._handlers()],
+            expected=(writing.STOP_MARKER, avrorecords.UNKNOWN_ID_MARKER),
         )
         self.spark.streams.addListener(self._listener)
         try:
@@ -331,7 +331,7 @@ def run(
         with stop_on_signals(stop):
             if lock is not None and not hold_checkpoint(lock, spark, spec, stop):
                 return  # stopped while standing by: nothing was started
-            with (alongside or _nothing)(spark):
+            with alongside(spark) if alongside is not None else nullcontext():
                 _drive(driver, spec, run_options, stop)
     finally:
         try:
@@ -394,7 +394,3 @@ def _drive(
         log.info("metrics on http://%s:%s/metrics", run_options.metrics_host, port)
     log.info("App %s.%s running %d queries", spec.namespace, spec.app, len(driver.queries))
     driver.wait(stop)
-
-
-def _nothing(spark: SparkSession) -> AbstractContextManager[object]:
-    return nullcontext()
