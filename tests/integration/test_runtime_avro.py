@@ -8,7 +8,8 @@ runs it):
   bad records between them (a wrong magic byte, an unknown schema id, a truncated payload); the
   App (reader: the subject's latest version when it starts, v2) writes its Avro output, which
   AvroDeserializer reads back equal to what was produced (nested record, array, null, decimal
-  and timestamp included), v1 records with v2's default; each bad record is in the dead-letter
+  and timestamp included), v1 records with v2's default, its keys Avro records of the key
+  column; each bad record is in the dead-letter
   topic, untouched, with its kind and reason; then a v3 is registered and a record of it
   produced while the App runs: it is read too (the query asks the registry for its id). The
   output and the dead letters are written exactly once, so each record is there once although
@@ -93,6 +94,7 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
 ) -> None:
     spec_registry, client = registry
     documents = rt.load_manifests(EXAMPLE)
+    documents[-1]["spec"]["outputs"][0]["keyFormat"] = "avro"
     topics = rt.privatize(documents, kafka_prefix, partitions={"orders": 1, "orders-checked": 1})
     rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
     orders = topics["orders"]
@@ -114,11 +116,12 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
         schema_registry=spec_registry,
     )
     read = AvroDeserializer(client)
-    context = SerializationContext(topics["orders-checked"], MessageField.VALUE)
+    value = SerializationContext(topics["orders-checked"], MessageField.VALUE)
+    key = SerializationContext(topics["orders-checked"], MessageField.KEY)
 
     def written() -> list[Any]:
         entries = rt.read_topic(kafka_bootstrap, topics["orders-checked"])
-        return [read(entry.value, context) for entry in entries]
+        return [read(entry.value, value) for entry in entries]
 
     with rt.driven(spec) as driver:
         wait_for(lambda: len(written()) == 3, timeout=180, what="the App's first three records")
@@ -136,6 +139,8 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
         {**ORDER, "id": 9, "channel": "app", "large": False},
         {**ORDER, "id": 10, "channel": "pos", "large": False},
     ]
+    keys = [read(e.key, key) for e in rt.read_topic(kafka_bootstrap, topics["orders-checked"])]
+    assert keys == [{"id": 7}, {"id": 8}, {"id": 9}, {"id": 10}]  # keyFormat avro, <topic>-key
     dead = {
         value: headers for value, headers in rt.headers_of(kafka_bootstrap, topics["orders-dlq"])
     }
