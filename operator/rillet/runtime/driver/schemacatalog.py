@@ -28,6 +28,7 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from rillet.driverapi import runspecs, terminations
+from rillet.reconcile import avrospecs
 from rillet.runtime.queries import avrorecords, avroschemas, records
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,6 @@ def client_config(registry: runspecs.SchemaRegistry) -> dict[str, Any]:
     return config
 
 
-def uses_avro(spec: runspecs.RunSpec) -> bool:
-    """Whether any input or output of the App is Avro."""
-    return any(i.avro is not None for i in spec.inputs) or any(
-        o.key_avro is not None or o.value_avro is not None for o in spec.outputs
-    )
-
-
 class SchemaCatalog:
     """The Avro schemas of one App's queries, as the registry gave them."""
 
@@ -88,7 +82,7 @@ class SchemaCatalog:
         cls, spec: runspecs.RunSpec, *, stop: threading.Event | None = None
     ) -> SchemaCatalog | None:
         """The App's catalog, None when it has no Avro."""
-        if not uses_avro(spec):
+        if not avrospecs.uses_avro(spec.inputs, spec.outputs):
             return None
         if spec.schema_registry is None:
             raise SchemaRegistryRefusedError(
