@@ -406,6 +406,11 @@ CASES: tuple[Case, ...] = (
         "schema applies only to json inputs",
     ),
     Case(
+        "app-input-avro-table",
+        app({"inputs": [{"name": "t", "tableRef": {"name": "counts"}, "format": "avro"}]}),
+        "a Table holds json, string or bytes, not avro",
+    ),
+    Case(
         "app-input-avro-for-json",
         app({"inputs": [app_input(avro={"subject": "orders-value"})]}),
         "avro applies only to avro inputs",
