@@ -24,6 +24,10 @@ count: split each line into words, count per word, write the changed counts to a
   timed from its first record to its FAUST_RECORDS-th (it is too slow for the whole topic);
 - (d) Kafka's ConsumerPerformance reading the topic (fetch rate, group join excluded): the
   ceiling of any consumer on this broker;
+- formats (`--only formats`): the word count's App over the same lines as JSON values
+  (`{"line": ...}`), as Avro records in the Confluent wire format (the local stack's schema
+  registry) and as strings (nothing to decode), local[1] and local[2], the formats taking
+  turns; Avro/JSON records/s per core against issue 37's target (>= 1.0x);
 - (a-eos) against (a): a stateless copy of each line to a Topic, local[1], with the output's
   delivery AtLeastOnce (Spark's Kafka writer) and ExactlyOnce (Kafka transactions):
   what exactly-once costs (`--only delivery`);
@@ -42,6 +46,6 @@ count: split each line into words, count per word, write the changed counts to a
 The machine has 2 cores shared by the broker, the driver and the benchmark itself: per-core
 figures are per task slot, not per isolated core.
 
-One module per benchmark (throughput and its baselines, delivery, latency, coldstart, idle),
-`settings` for what the command line chooses, `__main__` for the command line.
+One module per benchmark (throughput and its baselines, formats, delivery, latency, coldstart,
+idle), `settings` for what the command line chooses, `__main__` for the command line.
 """

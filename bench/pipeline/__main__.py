@@ -10,6 +10,7 @@ from bench.pipeline import (
     coldstart,
     delivery,
     feeding,
+    formats,
     idle,
     latency,
     settings,
@@ -38,11 +39,13 @@ def parse_args() -> argparse.Namespace:
     worker.add_argument("--stateless", action="store_true")
     worker.add_argument("--hand", action="store_true")
     worker.add_argument("--delivery", choices=["AtLeastOnce", "ExactlyOnce"])
+    worker.add_argument("--format", choices=["json", "avro", "string"])
+    worker.add_argument("--max-offsets", type=int, help="records per batch (MAX_OFFSETS)")
     parser.add_argument("--records", type=int, default=settings.RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=settings.REPEATS, help="runs per figure")
     parser.add_argument(
         "--only",
-        choices=["throughput", "latency", "delivery", "coldstart", "idle"],
+        choices=["throughput", "formats", "latency", "delivery", "coldstart", "idle"],
         help="one part only",
     )
     return parser.parse_args()
@@ -62,6 +65,8 @@ def run_benchmark(*, config: settings.Settings, only: str | None = None) -> None
     try:
         if only in (None, "throughput"):
             throughput.throughput(bootstrap, config=config)
+        if only in (None, "formats"):
+            formats.formats(bootstrap, config=config)
         if only in (None, "delivery"):
             delivery.delivery(bootstrap, config=config)
         if only in (None, "coldstart"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from collections.abc import Callable
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -41,8 +42,13 @@ def delete_bench_topics(bootstrap: str) -> None:
         future.result(timeout=60)
 
 
-def produce_lines(bootstrap: str, topic: str, count: int) -> int:
-    """Produce `count` lines of 1 to 8 words; returns how many words they hold."""
+# A line to the record value that carries it (the string itself, a JSON object, Avro, ...).
+Encode = Callable[[str], str | bytes]
+
+
+def produce_lines(bootstrap: str, topic: str, count: int, *, encode: Encode | None = None) -> int:
+    """Produce `count` lines of 1 to 8 words, each encoded by `encode` (default: the string);
+    returns how many words they hold. The same seed: every topic gets the same lines."""
     import random
 
     rng = random.Random(42)
@@ -52,9 +58,10 @@ def produce_lines(bootstrap: str, topic: str, count: int) -> int:
         length = rng.randint(1, 8)
         words += length
         line = " ".join(rng.choice(settings.WORDS) for _ in range(length))
+        value = encode(line) if encode else line
         while True:
             try:
-                producer.produce(topic, value=line, partition=index % settings.PARTITIONS)
+                producer.produce(topic, value=value, partition=index % settings.PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.05)

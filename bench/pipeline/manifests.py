@@ -1,5 +1,6 @@
 """The word-count App's manifests the benchmarks run: examples/wordcount.yaml on the
-benchmark's topics, or a stateless copy of it.
+benchmark's topics, a stateless copy of it, or the same count over lines in json, avro or
+string values (`--only formats`).
 """
 
 from __future__ import annotations
@@ -37,4 +38,34 @@ def app_manifest(
         if delivery:
             output["delivery"] = delivery
         documents[-1]["spec"]["outputs"] = [output]
+    return documents
+
+
+# The word count of `--only formats`, over a view `lines` with a column `line`: the same SQL
+# for every format, so only the decoding differs.
+LINES_SQL = (
+    "SELECT word, count(*) AS count FROM (SELECT explode(split(lower(line), '[^a-z0-9]+')) "
+    "AS word FROM {lines}) WHERE word != '' GROUP BY word"
+)
+# A json input's columns; an avro input's come from the registry (the subject's latest).
+LINES_JSON_SCHEMA = "line STRING"
+
+
+def formats_manifest(*, source: str, target: str, value_format: str) -> list[dict[str, Any]]:
+    """examples/wordcount.yaml reading input `lines` in `value_format` (json: `{"line": ...}`;
+    avro: records of one string field `line`, the subject <topic>-value; string: the line as
+    it is, the view's `value` renamed, the reference that decodes nothing)."""
+    documents = app_manifest(source=source, target=target, stateless=False)
+    app = documents[-1]["spec"]
+    item: dict[str, Any] = {
+        "name": "lines",
+        "topicRef": app["inputs"][0]["topicRef"],
+        "format": value_format,
+        "startingOffsets": "earliest",
+    }
+    if value_format == "json":
+        item["schema"] = LINES_JSON_SCHEMA
+    app["inputs"] = [item]
+    lines = "(SELECT value AS line FROM lines)" if value_format == "string" else "lines"
+    app["pipeline"] = {"sql": LINES_SQL.format(lines=lines)}
     return documents

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -27,11 +28,22 @@ def spark_worker(args: argparse.Namespace) -> None:
     from rillet.runtime.driver import driving, localspark
     from rillet_devstack import spark as devspark
 
-    documents = manifests.app_manifest(
-        source=args.source, target=args.target, stateless=args.stateless, delivery=args.delivery
-    )
+    if args.format:
+        documents = manifests.formats_manifest(
+            source=args.source, target=args.target, value_format=args.format
+        )
+    else:
+        documents = manifests.app_manifest(
+            source=args.source,
+            target=args.target,
+            stateless=args.stateless,
+            delivery=args.delivery,
+        )
     spec = runmanifests.build_run_spec_from_manifests(
-        documents, bootstrap_servers=args.bootstrap, checkpoint_location=args.checkpoint
+        documents,
+        bootstrap_servers=args.bootstrap,
+        checkpoint_location=args.checkpoint,
+        schema_registry=schema_registry(runspecs) if args.format == "avro" else None,
     )
     catch_up = args.trigger == "available-now"
     trigger = runspecs.TriggerSpec(
@@ -43,7 +55,9 @@ def spark_worker(args: argparse.Namespace) -> None:
         update={
             "trigger": trigger,
             "shuffle_partitions": int(args.partitions),
-            "max_offsets_per_trigger": settings.MAX_OFFSETS if catch_up else None,
+            "max_offsets_per_trigger": (args.max_offsets or settings.MAX_OFFSETS)
+            if catch_up
+            else None,
         }
     )
     jars = [str(jar) for jar in devspark.spark_jars()]
@@ -80,6 +94,12 @@ def spark_worker(args: argparse.Namespace) -> None:
         print(json.dumps({"phases": batch_phases(progresses)}), flush=True)
         driver.stop(timeout=10)
     spark.stop()
+
+
+def schema_registry(runspecs: Any) -> Any:
+    """The registry of an Avro run, as `rillet run` takes it: the URL from the environment the
+    benchmark gave the worker; the driver reads the credentials from it too (schemacatalog)."""
+    return runspecs.SchemaRegistry(url=os.environ["RILLET_SCHEMA_REGISTRY_URL"])
 
 
 # Where a micro-batch's time goes, from Spark's progress of each batch that read records:
@@ -177,10 +197,17 @@ def count_source(spark: Any, spec: Any) -> dict[str, float]:
     return {"cold": rates[0], "warm": rates[1]}
 
 
-def run_worker(bootstrap: str, *args: str) -> dict[str, Any]:
+def run_worker(bootstrap: str, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run the worker with `args` (and `env` added to ours), return the figures it printed."""
     command = [*WORKER, "--bootstrap", bootstrap, *args]
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=900, check=False, cwd=settings.REPO
+        command,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+        cwd=settings.REPO,
+        env={**os.environ, **(env or {})},
     )
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines:

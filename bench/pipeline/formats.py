@@ -1,0 +1,175 @@
+"""Avro against JSON input (`--only formats`): the same word count over the same lines, as
+`{"line": ...}` JSON values and as Avro records in the Confluent wire format, and as plain
+strings (the reference that decodes nothing), each in a topic of its own.
+
+Every run is the word-count App in a Spark worker (sparkworker), the same Spark settings as
+(a), with the App's input of that format, in batches of MAX_OFFSETS or fewer records (at least
+FORMATS_BATCHES batches: the steady state, after the first batch, is where decoding shows
+without the start's fixed costs); the formats take turns within each repeat, in an order
+rotated per repeat, so the machine's noise falls on all of them alike.
+Target (issue 37): Avro at least as fast as JSON, which parses text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import tempfile
+import uuid
+from pathlib import Path
+
+from bench.pipeline import feeding, lineformats, settings, sparkworker
+
+FORMATS = ("json", "avro", "string")
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+    """Median records/s of one format on one master: whole run, and after the first batch."""
+
+    whole: float
+    steady: float
+
+
+def formats(bootstrap: str, *, config: settings.Settings) -> None:
+    environment = lineformats.registry_environment()
+    if environment is None:
+        print("formats: skipped, the local stack runs no schema registry (--schema-registry)")
+        return
+    client = lineformats.registry_client(environment)
+    topics: dict[str, str] = {}
+    try:
+        for value_format in FORMATS:
+            topics[value_format] = feeding.create_topic(
+                bootstrap, f"bench.lines-{value_format}.{uuid.uuid4().hex[:8]}", settings.PARTITIONS
+            )
+        encoders: dict[str, feeding.Encode | None] = {
+            "json": lineformats.json_line,
+            "avro": lineformats.avro_encoder(client, topics["avro"]),
+            "string": None,
+        }
+        for value_format, topic in topics.items():
+            print(f"producing {config.records:,} {value_format} lines into {topic} ...", flush=True)
+            feeding.produce_lines(bootstrap, topic, config.records, encode=encoders[value_format])
+        with tempfile.TemporaryDirectory() as tmp:
+            rates = {
+                master: measure(bootstrap, topics, master, Path(tmp), environment, config=config)
+                for master in settings.FORMATS_MASTERS
+            }
+    finally:
+        lineformats.delete_subjects(client, [t for f, t in topics.items() if f == "avro"])
+    report(rates, config=config)
+
+
+def measure(
+    bootstrap: str,
+    topics: dict[str, str],
+    master: str,
+    workdir: Path,
+    environment: dict[str, str],
+    *,
+    config: settings.Settings,
+) -> dict[str, Rates]:
+    """Medians per format on `master`, the formats taking turns (module docstring)."""
+    runs: dict[str, list[tuple[float, float]]] = {f: [] for f in FORMATS}
+    for attempt in range(config.repeats):
+        turn = attempt % len(FORMATS)
+        for value_format in FORMATS[turn:] + FORMATS[:turn]:
+            whole, steady = run_format(
+                bootstrap,
+                topics[value_format],
+                value_format,
+                master,
+                workdir,
+                environment,
+                batch=batch_size(config),
+            )
+            whole = config.records / whole
+            runs[value_format].append((whole, steady))
+            print(
+                f"  {value_format:<6} {master} run {attempt + 1}: {whole:,.0f} records/s whole "
+                f"run, {steady:,.0f} after the first batch",
+                flush=True,
+            )
+    return {
+        f: Rates(statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+        for f, rs in runs.items()
+    }
+
+
+def run_format(
+    bootstrap: str,
+    source: str,
+    value_format: str,
+    master: str,
+    workdir: Path,
+    environment: dict[str, str],
+    *,
+    batch: int,
+) -> tuple[float, float]:
+    """One run of the App over `source`: (seconds for the whole topic, steady records/s)."""
+    table = feeding.create_topic(
+        bootstrap,
+        f"bench.counts.{uuid.uuid4().hex[:8]}",
+        settings.PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
+    figures = sparkworker.run_worker(
+        bootstrap,
+        "--master",
+        master,
+        "--source",
+        source,
+        "--target",
+        table,
+        "--checkpoint",
+        str(workdir / uuid.uuid4().hex),
+        "--trigger",
+        "available-now",
+        "--partitions",
+        str(settings.PARTITIONS),
+        "--format",
+        value_format,
+        "--max-offsets",
+        str(batch),
+        # The registry's URL and credentials, as `rillet dev env` exports them for `rillet run`.
+        env=environment,
+    )
+    return float(figures["seconds"]), float(figures["steady"])
+
+
+def batch_size(config: settings.Settings) -> int:
+    """Records per batch: MAX_OFFSETS, or fewer for FORMATS_BATCHES batches at least."""
+    return max(1, min(settings.MAX_OFFSETS, config.records // settings.FORMATS_BATCHES))
+
+
+def cores(master: str) -> int:
+    """Task slots of a local master: local[N] -> N."""
+    return int(master.removeprefix("local[").removesuffix("]"))
+
+
+def report(rates: dict[str, dict[str, Rates]], *, config: settings.Settings) -> None:
+    """Per master: each format's medians, per core, and Avro/JSON against the target."""
+    print()
+    print(
+        f"Word count by input format over {config.records:,} lines, {settings.PARTITIONS} "
+        f"partitions, batches of {batch_size(config):,}, median of {config.repeats} runs "
+        "(2 cores shared with the broker)"
+    )
+    print(f"{'':18}{'records/s':>12}{'per core':>12}{'steady/s':>12}{'per core':>12}")
+    for master, by_format in rates.items():
+        n = cores(master)
+        for value_format, rate in by_format.items():
+            print(
+                f"{value_format + ' ' + master:<18}{rate.whole:>12,.0f}{rate.whole / n:>12,.0f}"
+                f"{rate.steady:>12,.0f}{rate.steady / n:>12,.0f}"
+            )
+    for master, by_format in rates.items():
+        avro, json, string = by_format["avro"], by_format["json"], by_format["string"]
+        whole, steady = avro.whole / json.whole, avro.steady / max(json.steady, 1e-9)
+        holds = "holds" if whole >= 1.0 else "does not hold"
+        print(
+            f"{master}: Avro/JSON = {whole:.2f}x whole run, {steady:.2f}x steady state: the "
+            f"target (>= 1.0x whole run) {holds}; against string (no decoding): JSON "
+            f"{json.whole / string.whole:.0%}, Avro {avro.whole / string.whole:.0%}"
+        )
