@@ -180,6 +180,7 @@ def run(spark: Any, bootstrap: str, way: str, topics: dict[str, str]) -> list[fl
     driver.start()
     driver.wait()
     driver.stop()
+    driver.close_catalog()  # its registry client's connections
     check_output(bootstrap, enriched)
     # Full batches only: maxOffsetsPerTrigger spreads a batch over the partitions by their lag,
     # so the end of the input comes as a short last batch.

@@ -82,6 +82,7 @@ def spark_worker(args: argparse.Namespace) -> None:
         driver.wait()
         seconds = time.monotonic() - started
         driver.stop()
+        driver.close_catalog()  # its registry client's connections
         later = [b for b in batches if b.batch_id > 0 and b.input_rows]  # after the warm-up
         steady = sum(b.input_rows for b in later) / max(
             sum(b.duration_seconds for b in later), 1e-9

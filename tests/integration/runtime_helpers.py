@@ -252,6 +252,7 @@ def run_app(
         wait_to_end(driver, timeout=timeout)
     finally:
         driver.stop()
+        driver.close_catalog()  # its registry client's connections
     return driver
 
 
@@ -278,6 +279,7 @@ def running(
         yield driver
     finally:
         driver.stop()
+        driver.close_catalog()  # its registry client's connections
 
 
 @contextmanager
@@ -303,6 +305,7 @@ def driven(spec: runspecs.RunSpec) -> Iterator[driving.Driver]:
         stop.set()
         waiter.join(timeout=60)
         driver.stop()
+        driver.close_catalog()  # its registry client's connections
     if failures:
         raise failures[0]
 
