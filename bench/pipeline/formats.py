@@ -108,26 +108,11 @@ def run_format(
     batch: int,
 ) -> tuple[float, float]:
     """One run of the App over `source`: (seconds for the whole topic, steady records/s)."""
-    table = feeding.create_topic(
+    figures = sparkworker.count_words(
         bootstrap,
-        f"bench.counts.{uuid.uuid4().hex[:8]}",
-        settings.PARTITIONS,
-        **{"cleanup.policy": "compact"},
-    )
-    figures = sparkworker.run_worker(
-        bootstrap,
-        "--master",
-        master,
-        "--source",
         source,
-        "--target",
-        table,
-        "--checkpoint",
-        str(workdir / uuid.uuid4().hex),
-        "--trigger",
-        "available-now",
-        "--partitions",
-        str(settings.PARTITIONS),
+        master,
+        workdir,
         "--format",
         value_format,
         "--max-offsets",

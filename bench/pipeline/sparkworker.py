@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from bench.pipeline import manifests, settings
+from bench.pipeline import feeding, manifests, settings
 
 # The worker's command, run in the repository (its cwd): `bench` imports from there.
 WORKER = (sys.executable, "-m", "bench.pipeline", "spark-worker")
@@ -215,3 +217,38 @@ def run_worker(bootstrap: str, *args: str, env: dict[str, str] | None = None) ->
         raise RuntimeError(f"spark worker failed: {result.stderr[-3000:]}")
     figures: dict[str, Any] = json.loads(lines[-1])
     return figures
+
+
+def count_words(
+    bootstrap: str,
+    source: str,
+    master: str,
+    workdir: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The word-count App over all of `source` into a fresh compacted Table topic, once
+    (`args`: more worker options); the figures the worker printed."""
+    table = feeding.create_topic(
+        bootstrap,
+        f"bench.counts.{uuid.uuid4().hex[:8]}",
+        settings.PARTITIONS,
+        **{"cleanup.policy": "compact"},
+    )
+    return run_worker(
+        bootstrap,
+        "--master",
+        master,
+        "--source",
+        source,
+        "--target",
+        table,
+        "--checkpoint",
+        str(workdir / uuid.uuid4().hex),
+        "--trigger",
+        "available-now",
+        "--partitions",
+        str(settings.PARTITIONS),
+        *args,
+        env=env,
+    )

@@ -33,27 +33,8 @@ def bench_spark(
     """Records/s of the word-count App over the whole topic, and over its batches after the
     first (which also warms up the JVM's JIT, code generation and Kafka connections); `hand`:
     of the hand-written PySpark job instead."""
-    table = feeding.create_topic(
-        bootstrap,
-        f"bench.counts.{uuid.uuid4().hex[:8]}",
-        settings.PARTITIONS,
-        **{"cleanup.policy": "compact"},
-    )
-    figures = sparkworker.run_worker(
-        bootstrap,
-        "--master",
-        master,
-        "--source",
-        source,
-        "--target",
-        table,
-        "--checkpoint",
-        str(workdir / uuid.uuid4().hex),
-        "--trigger",
-        "available-now",
-        "--partitions",
-        str(settings.PARTITIONS),
-        *(["--hand"] if hand else []),
+    figures = sparkworker.count_words(
+        bootstrap, source, master, workdir, *(["--hand"] if hand else [])
     )
     return config.records / float(figures["seconds"]), float(figures["steady"])
 
