@@ -235,7 +235,11 @@ def start_app(
         spec, driving.RunOptions(master="local[2]", spark_conf=spark_conf())
     )
     driver = driving.Driver(spark, spec, on_batch=on_batch)
-    driver.start()
+    try:
+        driver.start()
+    except BaseException:
+        driver.close_catalog()  # refused before it ran: nobody else will close it
+        raise
     return driver
 
 
