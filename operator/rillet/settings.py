@@ -77,6 +77,20 @@ class SchemaRegistrySettings(BaseSettings):
             )
         return self
 
+    def client_config(self) -> dict[str, Any]:
+        """confluent-kafka's SchemaRegistryClient settings (the only place the password is
+        revealed); raises ValueError when no URL is set."""
+        if not self.url:
+            raise ValueError(
+                "no schema registry: set RILLET_SCHEMA_REGISTRY_URL (`rillet dev env` exports it "
+                "for the local stack)"
+            )
+        config: dict[str, Any] = {"url": self.url}
+        if self.username:
+            password = self.password.get_secret_value() if self.password else ""
+            config["basic.auth.user.info"] = f"{self.username}:{password}"
+        return config
+
 
 class OperatorSettings(BaseSettings):
     """What the operator watches and how often it re-checks Kafka."""

@@ -261,6 +261,16 @@ CASES: tuple[Case, ...] = (
         'spec.keyFormat: Unsupported value: "avro"',
     ),
     Case(
+        "table-value-avro-for-json",
+        table({"valueAvro": {"subject": "counts-value"}}),
+        "valueAvro applies only when valueFormat is avro",
+    ),
+    Case(
+        "table-served-avro",
+        table({"valueFormat": "avro", "valueSchema": DROP, "serve": {}}),
+        "a Table server does not decode avro values yet",
+    ),
+    Case(
         "table-value-schema-without-json",
         table({"valueFormat": "string"}),
         "valueSchema applies only when valueFormat is json",
@@ -404,11 +414,6 @@ CASES: tuple[Case, ...] = (
         "app-input-schema-for-string",
         app({"inputs": [app_input(format="string")]}),
         "schema applies only to json inputs",
-    ),
-    Case(
-        "app-input-avro-table",
-        app({"inputs": [{"name": "t", "tableRef": {"name": "counts"}, "format": "avro"}]}),
-        "a Table holds json, string or bytes, not avro",
     ),
     Case(
         "app-input-avro-for-json",

@@ -21,6 +21,7 @@ runs it):
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +185,93 @@ def test_a_schema_the_registry_refuses_stops_the_driver_naming_the_subject(
     message = str(refused.value)
     assert f"the schema registry refused the schema for subject {subject} (HTTP 409)" in message
     assert client.get_versions(subject) == [1]  # nothing registered
+
+
+def _order_answers() -> list[dict[str, Any]]:
+    """A second App: order ids (json) with the Avro Table's value looked up, and joined."""
+    api = {"apiVersion": "rillet.io/v1alpha1"}
+    return [
+        {**api, "kind": "Topic", "metadata": {"name": "questions"}, "spec": {"partitions": 1}},
+        {**api, "kind": "Topic", "metadata": {"name": "answers"}, "spec": {"partitions": 1}},
+        {
+            **api,
+            "kind": "App",
+            "metadata": {"name": "answer-orders"},
+            "spec": {
+                "image": "rillet/spark-runtime:0.1.0",
+                "inputs": [
+                    {
+                        "name": "questions",
+                        "topicRef": {"name": "questions"},
+                        "schema": "order STRING",
+                        "startingOffsets": "earliest",
+                        "lookups": [{"table": "known", "keyColumns": ["order"]}],
+                    },
+                    {"name": "known", "tableRef": {"name": "orders-by-id"}},
+                ],
+                "pipeline": {
+                    "sql": "SELECT q.order, q.known.amount AS looked_up, k.address.city AS city "
+                    "FROM questions q LEFT JOIN known k ON k.id = CAST(q.order AS BIGINT)"
+                },
+                "outputs": [{"topicRef": {"name": "answers"}, "keyColumns": ["order"]}],
+            },
+        },
+    ]
+
+
+def test_an_avro_table_is_looked_up_joined_and_printed_as_json(
+    registry: tuple[runspecs.SchemaRegistry, SchemaRegistryClient],
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    spec_registry, client = registry
+    documents = _documents()
+    documents[-1]["spec"]["pipeline"]["sql"] = (
+        "SELECT id, amount, at, tags, note, address FROM orders"
+    )
+    documents += _order_answers()
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
+    v1 = json.dumps(ORDER_V1)
+    orders = topics["orders"]
+    rt.produce(
+        kafka_bootstrap,
+        orders,
+        [
+            ("a", _serialize(client, v1, {**ORDER, "note": "old"}, orders)),
+            (
+                "b",
+                _serialize(client, v1, {**ORDER, "id": 8, "address": {"city": "Bergen"}}, orders),
+            ),
+            ("c", _serialize(client, v1, ORDER, orders)),  # id 7 again: the Table keeps this
+        ],
+    )
+    rt.produce(kafka_bootstrap, topics["questions"], [(q, json.dumps({"order": q})) for q in "789"])
+    build = functools.partial(
+        rt.build_spec, documents, bootstrap=kafka_bootstrap, schema_registry=spec_registry
+    )
+
+    rt.run_app(build(app="check-orders", checkpoint=tmp_path / "writer"))
+    rt.run_app(build(app="answer-orders", checkpoint=tmp_path / "reader"))
+
+    answers = rt.json_values(rt.read_topic(kafka_bootstrap, topics["answers"]))
+    assert sorted(answers, key=lambda a: a["order"]) == [
+        {"order": "7", "looked_up": 12.34, "city": "Oslo"},
+        {"order": "8", "looked_up": 12.34, "city": "Bergen"},
+        {"order": "9", "looked_up": None, "city": None},
+    ]
+    manifest = rt.write_manifests(documents, tmp_path / "manifests.yaml")
+    got = rt.cli(
+        "table", "get", "orders-by-id", "7", "--file", str(manifest), "-b", kafka_bootstrap
+    )
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == {
+        "id": 7,
+        "amount": "12.34",
+        "at": "2026-01-02T03:04:05.678000+00:00",
+        "tags": ["a", "b"],
+        "note": None,
+        "address": {"city": "Oslo"},
+    }

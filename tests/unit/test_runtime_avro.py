@@ -7,16 +7,23 @@ serializers use) must accept them, with the defaults that keep added columns com
 
 from __future__ import annotations
 
+import copy
+import datetime
+import decimal
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import fastavro
 import pytest
+import yaml
 
 from rillet.api.v1alpha1 import recordschemas
-from rillet.reconcile import avrospecs
+from rillet.driverapi import runspecs
+from rillet.reconcile import avrospecs, manifests
 from rillet.runtime.queries import avrorecords, avroschemas
+from rillet.tables import avrovalues
 
 # A Spark result type as StructType.jsonValue() gives it.
 STRUCT: dict[str, Any] = {
@@ -149,3 +156,50 @@ def test_an_inline_schema_that_is_not_a_record_is_a_spec_problem(text: str, says
     assert (
         avrospecs.schema_problem(json.dumps({"type": "record", "name": "R", "fields": []})) is None
     )
+
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "avro-orders.yaml"
+
+
+def test_an_avro_table_is_written_and_read_under_its_changelog_subject() -> None:
+    documents = list(yaml.safe_load_all(EXAMPLE.read_text()))
+    reader = copy.deepcopy(documents[-1])
+    reader["metadata"]["name"] = "reader"
+    reader["spec"]["inputs"] = [{"name": "known", "tableRef": {"name": "orders-by-id"}}]
+    reader["spec"]["pipeline"]["sql"] = "SELECT * FROM known"
+    reader["spec"]["outputs"] = reader["spec"]["outputs"][:1]
+    del reader["spec"]["deadLetterTopic"]
+    registry = runspecs.SchemaRegistry(url="http://registry:8080/apis/ccompat/v7")
+
+    def build(app: str) -> runspecs.RunSpec:
+        return manifests.build_run_spec_from_manifests(
+            [*documents, reader],
+            bootstrap_servers="kafka:9092",
+            app_name=app,
+            checkpoint_location="/ck",
+            schema_registry=registry,
+        )
+
+    writer = build("check-orders")
+    (table,) = [o for o in writer.outputs if o.kind == "table"]
+    assert table.value_format == "avro"
+    assert table.value_avro == runspecs.AvroSpec(subject="orders-by-id-value")
+    assert (table.key_format, table.key_avro) == ("string", None)
+    (known,) = build("reader").inputs
+    assert (known.kind, known.format) == ("table", "avro")
+    assert known.avro == runspecs.AvroSpec(subject="orders-by-id-value")
+
+
+@pytest.mark.parametrize(
+    ("datum", "printed"),
+    [
+        (decimal.Decimal("12.50"), "12.50"),
+        (datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.UTC), "2026-01-02T03:04:05+00:00"),
+        (datetime.date(2026, 1, 2), "2026-01-02"),
+        (b"\x00\xff", "AP8="),
+        ({"a": [1, None, {"b": b"\x01"}]}, {"a": [1, None, {"b": "AQ=="}]}),
+    ],
+)
+def test_avro_values_print_as_json_without_losing_precision(datum: Any, printed: Any) -> None:
+    assert avrovalues.json_ready(datum) == printed
+    json.dumps(avrovalues.json_ready(datum))  # JSON can hold every part

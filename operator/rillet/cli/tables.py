@@ -9,8 +9,10 @@ topic when that server cannot answer yet (still loading, no Ready replica), sayi
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,7 +24,8 @@ from confluent_kafka import KafkaException
 from rillet.api.v1alpha1 import fields
 from rillet.cli import options
 from rillet.reconcile import manifests, runresolving
-from rillet.tables import clustertables, tables
+from rillet.settings import SchemaRegistrySettings
+from rillet.tables import avrovalues, clustertables, tables
 
 TableArgument = Annotated[
     str, typer.Argument(help="The Table (its name, or its topic with --topic).")
@@ -161,9 +164,10 @@ def _get_from_topic(
         typer.echo(f"{table}: no key {key}", err=True)
         raise typer.Exit(code=1)
     exact = len(found) == 1 and tables.same_key(found[0].key, key, fmt)
-    for entry in found:
-        value = (entry.value or b"").decode(errors="replace")
-        typer.echo(value if exact else f"{(entry.key or b'').decode(errors='replace')}\t{value}")
+    with _value_text(source) as text:
+        for entry in found:
+            value = text(entry.value or b"")
+            typer.echo(value if exact else f"{_key_text(entry)}\t{value}")
 
 
 def _watch_topic(
@@ -178,17 +182,18 @@ def _watch_topic(
     except (LookupError, TimeoutError) as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(code=2) from None
-    for entry in tables.lookup(tables.latest_per_key(entries), key, fmt):
-        _echo_change(entry)
-    try:
-        for entry in later:
-            if entry.key is not None and tables.key_matches(entry.key, key, fmt):
-                _echo_change(entry)
-    except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
-        return
-    except KafkaException as error:  # the topic deleted, the cluster gone
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(code=2) from None
+    with _value_text(source) as text:
+        for entry in tables.lookup(tables.latest_per_key(entries), key, fmt):
+            _echo_change(entry, text)
+        try:
+            for entry in later:
+                if entry.key is not None and tables.key_matches(entry.key, key, fmt):
+                    _echo_change(entry, text)
+        except KeyboardInterrupt:  # Ctrl-C ends a watch, as kubectl's
+            return
+        except KafkaException as error:  # the topic deleted, the cluster gone
+            typer.echo(f"error: {error}", err=True)
+            raise typer.Exit(code=2) from None
 
 
 def resolve_table(
@@ -284,10 +289,32 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def _echo_change(entry: tables.Entry) -> None:
-    key = (entry.key or b"").decode(errors="replace")
-    value = "(deleted)" if entry.value is None else entry.value.decode(errors="replace")
-    typer.echo(f"{key}\t{value}")  # typer.echo flushes: a pipe sees each change at once
+def _echo_change(entry: tables.Entry, text: Callable[[bytes], str]) -> None:
+    value = "(deleted)" if entry.value is None else text(entry.value)
+    typer.echo(f"{_key_text(entry)}\t{value}")  # typer.echo flushes: a pipe sees each at once
+
+
+def _key_text(entry: tables.Entry) -> str:
+    return (entry.key or b"").decode(errors="replace")
+
+
+@contextlib.contextmanager
+def _value_text(source: clustertables.ClusterTable) -> Iterator[Callable[[bytes], str]]:
+    """How the Table's values print: as they are, or avro decoded into JSON (with the schema
+    registry of RILLET_SCHEMA_REGISTRY_URL)."""
+    if source.value_format != "avro":
+        yield lambda data: data.decode(errors="replace")
+        return
+    try:
+        registry = SchemaRegistrySettings().client_config()
+    except ValueError as error:
+        typer.echo(f"error: Table values are avro, and {error}", err=True)
+        raise typer.Exit(code=2) from None
+    values = avrovalues.AvroValues(registry, source.topic)
+    try:
+        yield values.text
+    finally:
+        values.close()
 
 
 def key_format_of(text: str, option: str = "--key-format") -> fields.Format:

@@ -148,12 +148,18 @@ def _table_input(item: appflows.Input, table: tables.Table) -> runspecs.InputSpe
                 f"input a schema"
             ]
         )
+    changelog = topic_name(table)
     return runspecs.InputSpec(
         name=item.name,
         kind="table",
-        topic=topic_name(table),
+        topic=changelog,
         format=value_format,
         value_schema=schema if value_format == "json" else None,
+        avro=(
+            avrospecs.avro_spec(item.avro or table.spec.value_avro, topic=changelog, part="value")
+            if value_format == "avro"
+            else None
+        ),
         starting_offsets="earliest",
         key_format=table.spec.key_format,
         window=build_window(table.spec.window),
@@ -175,16 +181,22 @@ def build_output(
     if item.table_ref is not None:
         table = tables_by_name[item.table_ref.name]
         window = build_window(table.spec.window)
+        changelog = topic_name(table)
         return runspecs.OutputSpec(
             id=f"table-{item.table_ref.name}{suffix}",
             kind="table",
-            topic=topic_name(table),
+            topic=changelog,
             result=item.from_,
             key_columns=keys,
             value_columns=values,
             mode="upsert",
             key_format=_key_format(table.spec.key_format, keys, windowed=window is not None),
             value_format=table.spec.value_format,
+            value_avro=(
+                avrospecs.avro_spec(table.spec.value_avro, topic=changelog, part="value")
+                if table.spec.value_format == "avro"
+                else None
+            ),
             window=window,
         )
     assert item.topic_ref is not None  # the model admits exactly one of the two

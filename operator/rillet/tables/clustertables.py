@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args
 from urllib.parse import quote
 
 from kubernetes import client, config
@@ -143,13 +143,15 @@ def _read(table: dict[str, Any], name: str) -> ClusterTable:
     spec, status = table.get("spec") or {}, table.get("status") or {}
     return ClusterTable(
         topic=status.get("topicName") or spec.get("topicName") or name,
-        key_format=_format(spec, "keyFormat", "string", name),
-        value_format=_format(spec, "valueFormat", "json", name),
+        key_format=_format(spec, "keyFormat", "string", name, get_args(fields.TableFormat)),
+        value_format=_format(spec, "valueFormat", "json", name, get_args(fields.TableValueFormat)),
     )
 
 
-def _format(spec: dict[str, Any], field: str, default: str, name: str) -> fields.Format:
+def _format(
+    spec: dict[str, Any], field: str, default: str, name: str, known: tuple[str, ...]
+) -> fields.Format:
     value = spec.get(field) or default
-    if value not in ("json", "string", "bytes"):
+    if value not in known:
         raise ClusterError(f"Table {name} has {field} {value!r}, which this CLI cannot read")
     return cast("fields.Format", value)

@@ -110,13 +110,6 @@ class Input(objects.WireModel):
             check=lambda i: i.schema_ is None or i.format in {None, "json"},
         ),
         rules.Rule(
-            rule="!has(self.tableRef) || !has(self.format) || self.format != 'avro'",
-            message="a Table holds json, string or bytes, not avro (yet): remove format: avro "
-            "from this tableRef input",
-            field_path=".format",
-            check=lambda i: i.table_ref is None or i.format != "avro",
-        ),
-        rules.Rule(
             rule="!has(self.avro) || (has(self.format) && self.format == 'avro')",
             message="avro applies only to avro inputs: remove it, or set format: avro",
             field_path=".avro",

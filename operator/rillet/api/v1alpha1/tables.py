@@ -13,7 +13,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from rillet.api.v1alpha1 import fields, objects, rules, topicconfigs, topics
+from rillet.api.v1alpha1 import fields, objects, recordschemas, rules, topicconfigs, topics
 
 WindowType = Literal["tumbling", "hopping"]
 
@@ -41,6 +41,19 @@ WINDOW_FIXED_PRESENCE = rules.Rule(
     message="window cannot be added or removed after creation (the changelog is keyed by "
     "window): create a new Table",
     field_path=".window",
+)
+VALUE_AVRO_ONLY_FOR_AVRO = rules.Rule(
+    rule="!has(self.valueAvro) || self.valueFormat == 'avro'",
+    message="valueAvro applies only when valueFormat is avro: remove it, or set valueFormat: avro",
+    field_path=".valueAvro",
+    check=lambda spec: spec.value_avro is None or spec.value_format == "avro",
+)
+SERVED_NOT_AVRO = rules.Rule(
+    rule="!has(self.serve) || self.valueFormat != 'avro'",
+    message="a Table server does not decode avro values yet: remove serve (read the Table with "
+    "`rillet table get`, or look it up from an App), or use valueFormat json",
+    field_path=".serve",
+    check=lambda spec: spec.serve is None or spec.value_format != "avro",
 )
 PARTITIONS_KEPT = rules.Rule(
     rule="!has(oldSelf.partitions) || has(self.partitions)",
@@ -154,6 +167,8 @@ class TableSpec(objects.WireModel):
         WINDOW_FIXED_PRESENCE,
         _schema_rule("key"),
         _schema_rule("value"),
+        VALUE_AVRO_ONLY_FOR_AVRO,
+        SERVED_NOT_AVRO,
     )
 
     topic_name: Annotated[fields.KafkaTopicName, topics.TOPIC_NAME_IMMUTABLE] | None = Field(
@@ -185,14 +200,22 @@ class TableSpec(objects.WireModel):
         description="For keyFormat json: the key's columns as a Spark DDL string, e.g. "
         '"user STRING, page STRING". Defaults to the writer\'s key columns.',
     )
-    value_format: fields.TableFormat = Field(
+    value_format: fields.TableValueFormat = Field(
         default="json",
-        description="How record values are encoded: json, string or bytes.",
+        description="How record values are encoded: json, string, bytes, or avro (Confluent "
+        "wire format, with the schema registry; `rillet table get` and Table servers print "
+        "avro values as JSON).",
     )
     value_schema: fields.DdlSchema | None = Field(
         default=None,
         description="For valueFormat json: the value's columns as a Spark DDL string, e.g. "
         '"word STRING, count BIGINT". Defaults to the writer\'s value columns.',
+    )
+    value_avro: recordschemas.AvroSchema | None = Field(
+        default=None,
+        description="For valueFormat avro: the schema the writing App encodes with and readers "
+        "read into, inline or from the registry. Absent: a schema derived from the writer's "
+        "value columns, registered under <topic>-value; readers take its latest version.",
     )
     window: Annotated[Window, WINDOW_IMMUTABLE] | None = Field(
         default=None,

@@ -113,3 +113,35 @@ def unknown_ids(error: str) -> dict[str, set[int]]:
     for name, schema_id in _UNKNOWN_ID.findall(error):
         found.setdefault(name, set()).add(int(schema_id))
     return found
+
+
+def decode_value_expr(column: str, reading: AvroReading, *, input_name: str) -> str:
+    """A Table's Avro value in `column` (BINARY) as a struct of the reader's fields, in one
+    expression: for Table reads and lookups, which have no stage to split bad records off.
+
+    A value of an id the query does not know stops it (UNKNOWN_ID_MARKER, as a topic input's
+    do) rather than read as NULL: the writing App registered a new version, and the driver
+    plans again with it. A value that is not in the wire format, or does not decode, reads as
+    NULL, as a json Table's unparsable value does.
+    """
+    schema_id = (
+        f"CASE WHEN length({column}) >= {_HEADER_BYTES} AND substring({column}, 1, 1) = X'00' "
+        f"THEN CAST(conv(hex(substring({column}, 2, 4)), 16, 10) AS BIGINT) END"
+    )
+    options = f"map('mode', 'PERMISSIVE', 'avroSchema', {records.sql_string(reading.reader)})"
+    payload = f"substring({column}, {_HEADER_BYTES + 1})"
+    stop = (
+        f"raise_error(concat({records.sql_string(f'{UNKNOWN_ID_MARKER}: input {input_name}')}, "
+        f"' schema id ', {schema_id}))"
+    )
+    branches = [(_NO_ID, reading.reader), *sorted(reading.writers.items())]
+    cases = " ".join(
+        f"WHEN {writer_id} THEN from_avro({payload}, {records.sql_string(writer)}, {options})"
+        for writer_id, writer in branches
+    )
+    unreadable = f"{schema_id} IS NULL" + (
+        f" OR {schema_id} IN ({', '.join(str(i) for i in sorted(reading.unknown))})"
+        if reading.unknown
+        else ""
+    )
+    return f"CASE {schema_id} {cases} ELSE CASE WHEN {unreadable} THEN NULL ELSE {stop} END END"

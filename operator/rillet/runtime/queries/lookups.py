@@ -44,7 +44,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rillet.api.v1alpha1 import fields
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import pinning, records
+from rillet.runtime.queries import avrorecords, pinning, records
 from rillet.tables import tables, watermarks
 from rillet.tables.tablestore import TableStore
 
@@ -257,15 +257,25 @@ def _look_up(
         yield batch.append_column(value_column, values)
 
 
-def with_lookups(view: DataFrame, spec: runspecs.RunSpec, item: runspecs.InputSpec) -> DataFrame:
-    """The topic input's view with a column per lookup, named after its Table input."""
+def with_lookups(
+    view: DataFrame,
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    avro: Mapping[str, avrorecords.AvroReading] | None = None,
+) -> DataFrame:
+    """The topic input's view with a column per lookup, named after its Table input (`avro`:
+    how avro Tables' values are decoded, by input name)."""
     for lookup in item.lookups:
-        view = with_lookup(view, spec, item, lookup)
+        view = with_lookup(view, spec, item, lookup, (avro or {}).get(lookup.table))
     return view
 
 
 def with_lookup(
-    view: DataFrame, spec: runspecs.RunSpec, item: runspecs.InputSpec, lookup: runspecs.LookupSpec
+    view: DataFrame,
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    lookup: runspecs.LookupSpec,
+    avro: avrorecords.AvroReading | None = None,
 ) -> DataFrame:
     """The view with the Table's value of each record's key as a column named lookup.table."""
     table = next(i for i in spec.inputs if i.name == lookup.table and i.kind == "table")
@@ -299,7 +309,16 @@ def with_lookup(
     )
     schema = StructType([*keyed.schema.fields, StructField(value_column, BinaryType())])
     joined = keyed.mapInArrow(look_up, schema)
-    value = records.lookup_value_expr(value_column, table.format, table.value_schema)
+    if table.format == "avro":
+        if avro is None:
+            raise ValueError(
+                f"{what}: Table input {table.name} is avro, and its schemas are not resolved"
+            )
+        value = avrorecords.decode_value_expr(
+            records.quote(value_column), avro, input_name=table.name
+        )
+    else:
+        value = records.lookup_value_expr(value_column, table.format, table.value_schema)
     return joined.selectExpr(
         *(records.quote(c) for c in view.columns), f"{value} AS {records.quote(lookup.table)}"
     )

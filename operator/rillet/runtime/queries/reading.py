@@ -10,9 +10,11 @@ An input with `eventTime` gets Spark's watermark on that column, so the SQL need
 
 A Table input is its latest state: the changelog topic read as a batch up to its latest offsets,
 the last record per key kept (by offset within a partition, then by timestamp), tombstones
-dropped. Joined with a stream, Spark plans this static side again at every micro-batch, so each
-batch sees the Table as it was when the batch started. That costs a read of the (compacted) Table
-per batch: right for small Tables. A topic input's `lookups` join a Table without that read
+dropped, values decoded as a topic input's are (an avro value of a schema id the query does not
+know stops it, to be planned again with the writer's new version, as for a topic input).
+Joined with a stream, Spark plans this static side again at every micro-batch, so each batch
+sees the Table as it was when the batch started. That costs a read of the (compacted) Table per
+batch: right for small Tables. A topic input's `lookups` join a Table without that read
 (lookups.py): the view gains the Table's value of each record's key.
 """
 
@@ -55,13 +57,14 @@ def read_inputs(
     avro input is decoded)."""
     views: dict[str, DataFrame] = {}
     bad: dict[str, DataFrame] = {}
+    avro = avro or {}
     for item in spec.inputs:
         if item.kind == "table":
-            views[item.name] = read_table(spark, spec, item)
+            views[item.name] = read_table(spark, spec, item, avro.get(item.name))
         else:
-            view, bad_records = read_topic(spark, spec, item, (avro or {}).get(item.name))
+            view, bad_records = read_topic(spark, spec, item, avro.get(item.name))
             # Before the watermark: a Python stage would drop the column's watermark.
-            view = lookups.with_lookups(view, spec, item)
+            view = lookups.with_lookups(view, spec, item, avro)
             views[item.name] = with_event_time(view, item)
             if bad_records is not None:
                 bad[item.name] = bad_records
@@ -125,8 +128,14 @@ def with_event_time(view: DataFrame, item: runspecs.InputSpec) -> DataFrame:
     return view.withWatermark(records.quote(column), delay)
 
 
-def read_table(spark: SparkSession, spec: runspecs.RunSpec, item: runspecs.InputSpec) -> DataFrame:
-    """A Table's latest value per key, as the columns of its value format."""
+def read_table(
+    spark: SparkSession,
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    avro: avrorecords.AvroReading | None = None,
+) -> DataFrame:
+    """A Table's latest value per key, as the columns of its value format (`avro`: how an avro
+    Table's values are decoded)."""
     raw = spark.read.format("kafka").options(**options.table_reader_options(spec, item)).load()
     in_partition = raw.groupBy("key", "partition").agg(
         F.max_by(F.struct("value", "timestamp", "offset"), "offset").alias("r")
@@ -154,6 +163,18 @@ def read_table(spark: SparkSession, spec: runspecs.RunSpec, item: runspecs.Input
         )
         view = parsed.selectExpr(
             *records.view_exprs("json", schema_columns=columns, source=records.ROW)
+        )
+    elif item.format == "avro":
+        if avro is None:
+            raise ValueError(f"input {item.name} is avro, and its schemas are not resolved")
+        decoded = latest.selectExpr(
+            "key",
+            *records.METADATA_COLUMNS,
+            f"{avrorecords.decode_value_expr('value', avro, input_name=item.name)} "
+            f"AS {records.ROW}",
+        )
+        view = decoded.selectExpr(
+            *records.view_exprs("avro", schema_columns=avro.columns, source=records.ROW)
         )
     else:
         view = latest.selectExpr(*records.view_exprs(item.format))
