@@ -16,7 +16,12 @@ runs it):
   the batches with a schema id new to the App ran twice;
 - a registry refusal: an output whose derived schema breaks its subject's BACKWARD rule stops
   the driver before it starts any query, with SchemaRegistryRefusedError naming the subject
-  and the registry's reason.
+  and the registry's reason;
+- an Avro Table: the example's App writes its Avro Table (values under `<changelog>-value`); a
+  second App looks it up and joins it from a json input, and answers with the orders' values
+  (the latest per id); a value of a version registered while it runs (AvroSerializer, a field
+  added) is read too, the query planned again with it; `rillet table get` prints values as JSON,
+  each decoded with its own writer's schema.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -254,24 +260,43 @@ def test_an_avro_table_is_looked_up_joined_and_printed_as_json(
     )
 
     rt.run_app(build(app="check-orders", checkpoint=tmp_path / "writer"))
-    rt.run_app(build(app="answer-orders", checkpoint=tmp_path / "reader"))
+    reader = build(app="answer-orders", checkpoint=tmp_path / "reader", available_now=False)
 
-    answers = rt.json_values(rt.read_topic(kafka_bootstrap, topics["answers"]))
-    assert sorted(answers, key=lambda a: a["order"]) == [
+    def answers() -> list[Any]:
+        return rt.json_values(rt.read_topic(kafka_bootstrap, topics["answers"]))
+
+    with rt.driven(reader) as driver:
+        wait_for(lambda: len(answers()) == 3, timeout=180, what="the answers to three orders")
+        # A value of a version the reader has not seen, as a writer with a new column writes it.
+        table = topics["orders-by-id"]
+        latest = client.get_latest_version(f"{table}-value").schema.schema_str
+        newer = with_field(json.loads(latest), CHANNEL)
+        moved = {**ORDER, "amount": Decimal("99.99"), "address": {"city": "Rome"}}
+        moved_json = {"amount": "99.99", "address": {"city": "Rome"}, "channel": "web"}
+        rt.produce(kafka_bootstrap, table, [("7", _serialize(client, newer, moved, table))])
+        rt.produce(kafka_bootstrap, topics["questions"], [("7", json.dumps({"order": "7"}))])
+        wait_for(lambda: len(answers()) == 4, timeout=180, what="an answer from a newer version")
+        assert driver.failure() is None
+
+    assert sorted(answers()[:3], key=lambda a: a["order"]) == [
         {"order": "7", "looked_up": 12.34, "city": "Oslo"},
         {"order": "8", "looked_up": 12.34, "city": "Bergen"},
         {"order": "9", "looked_up": None, "city": None},
     ]
+    assert answers()[3] == {"order": "7", "looked_up": 99.99, "city": "Rome"}
     manifest = rt.write_manifests(documents, tmp_path / "manifests.yaml")
-    got = rt.cli(
-        "table", "get", "orders-by-id", "7", "--file", str(manifest), "-b", kafka_bootstrap
+    get = functools.partial(
+        rt.cli, "table", "get", "orders-by-id", "--file", str(manifest), "-b", kafka_bootstrap
     )
+    got = get("8")
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout) == {
-        "id": 7,
+        "id": 8,
         "amount": "12.34",
         "at": "2026-01-02T03:04:05.678000+00:00",
         "tags": ["a", "b"],
         "note": None,
-        "address": {"city": "Oslo"},
+        "address": {"city": "Bergen"},
     }
+    # Each value with its own writer's schema: 7's has the newer version's field.
+    assert json.loads(get("7").stdout) == {**json.loads(got.stdout), "id": 7, **moved_json}
