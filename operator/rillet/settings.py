@@ -67,6 +67,11 @@ class SchemaRegistrySettings(BaseSettings):
     )
     username: str | None = Field(default=None, description="Basic-auth user; unset: none.")
     password: SecretStr | None = Field(default=None, description="Basic-auth password.")
+    credentials_dir: Path | None = Field(
+        default=None,
+        description="A directory holding files `username` and `password` (a mounted Secret, "
+        "as Table servers get it); read when the username is not set.",
+    )
 
     @model_validator(mode="after")
     def _password_with_username(self) -> SchemaRegistrySettings:
@@ -86,9 +91,15 @@ class SchemaRegistrySettings(BaseSettings):
                 "for the local stack)"
             )
         config: dict[str, Any] = {"url": self.url}
-        if self.username:
-            password = self.password.get_secret_value() if self.password else ""
-            config["basic.auth.user.info"] = f"{self.username}:{password}"
+        username, password = (
+            self.username,
+            self.password.get_secret_value() if self.password else "",
+        )
+        if not username and self.credentials_dir is not None:
+            username = (self.credentials_dir / "username").read_text().strip()
+            password = (self.credentials_dir / "password").read_text().strip()
+        if username:
+            config["basic.auth.user.info"] = f"{username}:{password}"
         return config
 
 

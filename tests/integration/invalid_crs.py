@@ -266,11 +266,6 @@ CASES: tuple[Case, ...] = (
         "valueAvro applies only when valueFormat is avro",
     ),
     Case(
-        "table-served-avro",
-        table({"valueFormat": "avro", "valueSchema": DROP, "serve": {}}),
-        "a Table server does not decode avro values yet",
-    ),
-    Case(
         "table-value-schema-without-json",
         table({"valueFormat": "string"}),
         "valueSchema applies only when valueFormat is json",

@@ -30,18 +30,24 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from rillet.tables import watermarks
 from rillet_devstack import processes
+from rillet_devstack import stack as devstack
 
+from .avroorders import ORDER, ORDER_V1, with_field
 from .polling import wait_for
 
 CLI = (sys.executable, "-m", "rillet.cli")
@@ -56,6 +62,16 @@ LOOKUP_HEALTH_RATIO = 10.0
 # Keys only the timing needs: with them a lookup that scanned the Table (SQLite scans about a
 # key a microsecond here) would take some 35 ms, far past LOOKUP_HEALTH_RATIO round trips.
 FILLER_KEYS = 40_000
+CHANNEL = {"name": "channel", "type": "string", "default": "web"}
+# ORDER as JSON: decimals as exact strings, timestamps in ISO 8601 (tables.avrovalues).
+ORDER_JSON = {
+    "id": 7,
+    "amount": "12.34",
+    "at": "2026-01-02T03:04:05.678000+00:00",
+    "tags": ["a", "b"],
+    "note": None,
+    "address": {"city": "Oslo"},
+}
 
 
 class TrackedProducer:
@@ -88,8 +104,16 @@ def _value(user: str, visits: int) -> bytes:
 
 
 @contextlib.contextmanager
-def _serving(bootstrap: str, topic: str, store: Path) -> Iterator[str]:
-    """`rillet table serve` on a free port; its URL. Stopped (SIGTERM) afterwards."""
+def _serving(
+    bootstrap: str,
+    topic: str,
+    store: Path,
+    *,
+    formats: tuple[str, str] = ("json", "json"),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """`rillet table serve` on a free port (`formats`: of keys and values; `env`: more of its
+    environment); its URL. Stopped (SIGTERM) afterwards."""
     port = processes.free_port()
     command = [
         *CLI,
@@ -97,18 +121,20 @@ def _serving(bootstrap: str, topic: str, store: Path) -> Iterator[str]:
         "serve",
         TABLE,
         f"--topic={topic}",
-        "--key-format=json",
-        "--value-format=json",
+        f"--key-format={formats[0]}",
+        f"--value-format={formats[1]}",
         f"--port={port}",
         f"--store-dir={store}",
         "--refresh-seconds=1",
         "--host=127.0.0.1",
     ]
     log = store.parent / f"server-{port}.log"
-    env = {**os.environ, "RILLET_KAFKA_BOOTSTRAP": bootstrap}
+    # The registry only as `env` gives it (a shell of `rillet dev env` has its user in env).
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("RILLET_SCHEMA_")}
+    environment = {**inherited, "RILLET_KAFKA_BOOTSTRAP": bootstrap, **(env or {})}
     with (
         log.open("wb") as out,
-        subprocess.Popen(command, stdout=out, stderr=out, env=env) as server,
+        subprocess.Popen(command, stdout=out, stderr=out, env=environment) as server,
     ):
         try:
             yield f"http://127.0.0.1:{port}"
@@ -186,9 +212,11 @@ def _answers_in_milliseconds(
     assert lookup_median < LOOKUP_HEALTH_RATIO * health_median, figures
 
 
-def _table_get(url: str, topic: str, key: str) -> subprocess.CompletedProcess[str]:
+def _table_get(
+    url: str, topic: str, key: str, key_format: str = "json"
+) -> subprocess.CompletedProcess[str]:
     # -b: nothing listens there, so the answer can only come from the server.
-    options = ["--topic", topic, "--key-format", "json", "--server", url, "-b", "127.0.0.1:1"]
+    options = ["--topic", topic, "--key-format", key_format, "--server", url, "-b", "127.0.0.1:1"]
     return subprocess.run(
         [*CLI, "table", "get", TABLE, key, *options],
         capture_output=True,
@@ -316,3 +344,59 @@ def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
         return watermarks.watermarks(consumer, topic, partition, timeout=10)
     finally:
         consumer.close()
+
+
+def test_an_avro_tables_server_answers_json_decoded_with_each_writers_schema(
+    stack: devstack.StackState,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    registry = stack.schema_registry
+    if registry is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    topic = f"{kafka_prefix}-avro-profiles"
+    kafka_admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[
+        topic
+    ].result(timeout=60)
+    # As in the server's pod: the credentials are files of a mounted Secret, not env values.
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "username").write_text(registry.username)
+    (credentials / "password").write_text(registry.password)
+    env = {
+        "RILLET_SCHEMA_REGISTRY_URL": registry.url,
+        "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR": str(credentials),
+    }
+    context = SerializationContext(topic, MessageField.VALUE)
+    with SchemaRegistryClient(registry.client_config()) as client:
+        try:
+            older = AvroSerializer(client, json.dumps(ORDER_V1))(ORDER, context)
+            newer = AvroSerializer(client, with_field(ORDER_V1, CHANNEL))(
+                {**ORDER, "id": 8, "channel": "app"}, context
+            )
+            assert older is not None
+            assert newer is not None
+            unknown = b"\x00\x00\x0f\x42\x40" + older[5:]  # schema id 1000000
+            writer = TrackedProducer(kafka_bootstrap, topic)
+            for key, value in (("7", older), ("8", newer), ("9", unknown)):
+                writer.send(key.encode(), value)
+            writer.flush()
+
+            with _serving(
+                kafka_bootstrap, topic, tmp_path / "store", formats=("string", "avro"), env=env
+            ) as url:
+                wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
+
+                assert _get(url, "7").json() == ORDER_JSON
+                assert _get(url, "8").json() == {**ORDER_JSON, "id": 8, "channel": "app"}
+                bad = _get(url, "9")
+                assert bad.status_code == 500
+                assert "the value of key 9 does not decode" in bad.json()["error"]
+                printed = _table_get(url, topic, "7", key_format="string")
+                assert printed.returncode == 0, printed.stderr
+                assert json.loads(printed.stdout) == ORDER_JSON
+        finally:
+            client.delete_subject(f"{topic}-value")
+            client.delete_subject(f"{topic}-value", permanent=True)

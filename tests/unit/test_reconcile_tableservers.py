@@ -8,14 +8,20 @@ Test plan:
   root), without a ServiceAccount token, with the store on a size-limited emptyDir, Ready only
   on /readyz, and rolls one new pod in before an old one goes;
 - every object is controlled by the Table (deleted with it); the Service selects the pods;
-- the NetworkPolicy exists only when asked for, and admits the namespace's pods on the port.
+- the NetworkPolicy exists only when asked for, and admits the namespace's pods on the port;
+- an avro Table's server gets the registry's URL, and its credentials only as files of a Secret
+  of its own (built without data, owned by the Table); without a registry it is a problem
+  saying what to set; other Tables' servers get neither.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Any
 
 from rillet.api.v1alpha1 import tables
+from rillet.driverapi import runspecs
 from rillet.reconcile import tableservers
 
 ENV = tableservers.ServerEnvironment(
@@ -103,3 +109,76 @@ def test_the_status_names_the_service_and_the_lookup_url_in_the_namespace() -> N
         "service": "counts-server",
         "url": "http://counts-server.shop.svc:8080/tables/counts",
     }
+
+
+REGISTRY = runspecs.SchemaRegistry(
+    url="http://registry:8080/apis/ccompat/v7", credentials_dir="/etc/rillet/schema-registry"
+)
+
+
+def _container_and_volumes(
+    served: tableservers.ServedTable, env: tableservers.ServerEnvironment
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    deployment = tableservers.server_objects(served, env)[0]
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return container, pod["volumes"]
+
+
+def test_an_avro_tables_server_reads_the_registry_credentials_from_its_own_secret() -> None:
+    served = dataclasses.replace(_served(), value_format="avro")
+    env = dataclasses.replace(ENV, schema_registry=REGISTRY)
+
+    container, volumes = _container_and_volumes(served, env)
+    secret = tableservers.registry_secret(served, env)
+
+    assert secret is not None
+    assert not {"data", "stringData"} & secret.keys()  # the handler adds the data
+    assert secret["metadata"]["name"] == "counts-server-schema-registry"
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "Table"
+    assert {"name": "RILLET_SCHEMA_REGISTRY_URL", "value": REGISTRY.url} in container["env"]
+    assert {
+        "name": "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR",
+        "value": "/etc/rillet/schema-registry",
+    } in container["env"]
+    mounted = {m["name"]: m for m in container["volumeMounts"]}
+    (volume,) = [v for v in volumes if "secret" in v]
+    assert volume["secret"]["secretName"] == "counts-server-schema-registry"
+    assert mounted[volume["name"]]["readOnly"] is True
+    assert "--value-format=avro" in container["args"]
+    assert tableservers.registry_problem(served, env) is None
+
+
+def test_a_registry_without_credentials_gets_no_secret() -> None:
+    served = dataclasses.replace(_served(), value_format="avro")
+    env = dataclasses.replace(
+        ENV, schema_registry=REGISTRY.model_copy(update={"credentials_dir": None})
+    )
+
+    container, volumes = _container_and_volumes(served, env)
+
+    assert tableservers.registry_secret(served, env) is None
+    assert [e["name"] for e in container["env"]] == [
+        "RILLET_KAFKA_BOOTSTRAP",
+        "RILLET_SCHEMA_REGISTRY_URL",
+    ]
+    assert not [v for v in volumes if "secret" in v]
+
+
+def test_an_avro_table_without_a_registry_is_a_problem_saying_what_to_set() -> None:
+    served = dataclasses.replace(_served(), value_format="avro")
+
+    problem = tableservers.registry_problem(served, ENV)
+
+    assert problem is not None
+    assert "schemaRegistry.url" in problem
+
+
+def test_other_tables_servers_get_nothing_of_the_registry() -> None:
+    env = dataclasses.replace(ENV, schema_registry=REGISTRY)
+
+    container, volumes = _container_and_volumes(_served(), env)
+
+    assert tableservers.registry_secret(_served(), env) is None
+    assert [e["name"] for e in container["env"]] == ["RILLET_KAFKA_BOOTSTRAP"]
+    assert [v["name"] for v in volumes] == ["store"]

@@ -14,7 +14,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 from urllib.parse import quote
 
 import httpx
@@ -315,6 +315,15 @@ def _value_text(source: clustertables.ClusterTable) -> Iterator[Callable[[bytes]
         yield values.text
     finally:
         values.close()
+
+
+def value_format_of(text: str) -> fields.Format:
+    """`text` as a Table's value format, or a usage error naming --value-format."""
+    if text not in get_args(fields.TableValueFormat):
+        raise typer.BadParameter(
+            f"{text!r}: use json, string, bytes or avro", param_hint="--value-format"
+        )
+    return text  # type: ignore[return-value]  # checked just above
 
 
 def key_format_of(text: str, option: str = "--key-format") -> fields.Format:

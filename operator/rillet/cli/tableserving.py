@@ -22,8 +22,8 @@ import typer
 from aiohttp import web
 
 from rillet.cli import options, tables
-from rillet.settings import KafkaSettings
-from rillet.tables import tablestore
+from rillet.settings import KafkaSettings, SchemaRegistrySettings
+from rillet.tables import avrovalues, tablestore
 from rillet.tables.serving import following
 from rillet.tables.serving import web as serving_web
 
@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 
 ValueFormatOption = Annotated[
     str | None,
-    typer.Option(help="json, string or bytes (default: from --file or the cluster, else json)."),
+    typer.Option(
+        help="json, string, bytes or avro (default: from --file or the cluster, else json); "
+        "avro values are decoded with the registry of RILLET_SCHEMA_REGISTRY_URL."
+    ),
 ]
 PortOption = Annotated[int, typer.Option(help="HTTP port of lookups, probes and metrics.")]
 HostOption = Annotated[str, typer.Option(help="Address to listen on.")]
@@ -77,7 +80,8 @@ def table_serve(
     source = tables.resolve_table(
         table, file=file, topic=topic, namespace=namespace, fmt=key_format
     )
-    values = tables.key_format_of(value_format or source.value_format, "--value-format")
+    values = tables.value_format_of(value_format or source.value_format)
+    avro = _avro_values(source.topic) if values == "avro" else None
     directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -90,7 +94,7 @@ def table_serve(
     )
     follower.start()
     app = serving_web.application(
-        table=table, store=table_store, follower=follower, value_format=values
+        table=table, store=table_store, follower=follower, value_format=values, avro=avro
     )
     log.info("serving Table %s (topic %s) on %s:%d", table, source.topic, host, port)
     try:
@@ -99,3 +103,14 @@ def table_serve(
         follower.stop()
         follower.join(timeout=10)
         table_store.close()
+        if avro is not None:
+            avro.close()
+
+
+def _avro_values(topic: str) -> avrovalues.AvroValues:
+    """The decoder of an avro Table's values; a usage error without a registry."""
+    try:
+        registry = SchemaRegistrySettings().client_config()
+    except ValueError as error:
+        raise typer.BadParameter(f"the Table's values are avro, and {error}") from None
+    return avrovalues.AvroValues(registry, topic)

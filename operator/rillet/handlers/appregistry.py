@@ -29,13 +29,14 @@ class RegistryCredentials:
     username: str
     password: SecretStr
 
-    async def write(self, secret: Mapping[str, Any], kube: AppKube) -> str | None:
-        """Apply the App's Secret with the credentials; the problem (for InvalidSpec) when a
-        Secret of its name is someone else's. Raises applying.ApplyRefusedError when the
-        apiserver refuses it, and what the apiserver raises."""
+    async def write(self, secret: Mapping[str, Any], kube: AppKube, **ownership: Any) -> str | None:
+        """Apply the App's (or a Table server's) Secret with the credentials; the problem (for
+        InvalidSpec) when a Secret of its name is someone else's (`ownership`: how to tell,
+        registrycredentials.foreign_secret_problem). Raises applying.ApplyRefusedError when
+        the apiserver refuses it, and what the apiserver raises."""
         meta = secret["metadata"]
         observed = await kube.read_secret(str(meta["namespace"]), str(meta["name"]))
-        problem = registrycredentials.foreign_secret_problem(observed, secret)
+        problem = registrycredentials.foreign_secret_problem(observed, secret, **ownership)
         if problem is not None:
             return problem
         data = registrycredentials.secret_data(

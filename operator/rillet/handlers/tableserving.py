@@ -17,12 +17,14 @@ import pydantic
 
 from rillet.api.v1alpha1 import tables
 from rillet.handlers import indexes
+from rillet.handlers.appreconciling import AppDeps
 from rillet.handlers.tables import KIND, RESOURCE
 from rillet.k8s import applying
 from rillet.reconcile import tableservers
 from rillet.settings import TableServerSettings
 
 REFUSED = "ServerRefused"
+NO_REGISTRY = "NoSchemaRegistry"
 SETTINGS = TableServerSettings()
 
 
@@ -73,9 +75,14 @@ async def serve_table(
         image=SETTINGS.image,
         image_pull_policy=SETTINGS.image_pull_policy,
         kafka_bootstrap=memo.apps.env.kafka_bootstrap,
+        schema_registry=memo.apps.env.schema_registry,
     )
+    if (problem := tableservers.registry_problem(served, env)) is not None:
+        kopf.event(body, type="Warning", reason=NO_REGISTRY, message=problem)
+        raise kopf.PermanentError(problem)
     built = tableservers.server_objects(served, env)
     try:
+        await _write_registry_secret(body, served, env, memo.apps)
         await kube.apply_all(built)
         if not spec.serve.network_policy:
             await kube.delete_all(_paths(namespace, name)[:1])
@@ -83,3 +90,25 @@ async def serve_table(
         message = f"{error}; fix spec.serve, or remove it to stop serving"
         kopf.event(body, type="Warning", reason=REFUSED, message=message)
         raise kopf.PermanentError(message) from None
+
+
+async def _write_registry_secret(
+    body: kopf.Body,
+    served: tableservers.ServedTable,
+    env: tableservers.ServerEnvironment,
+    deps: AppDeps,
+) -> None:
+    """The registry's credentials for an avro Table's server, in the Table's namespace (pods
+    mount only Secrets of their own), before the Deployment that mounts them."""
+    secret = tableservers.registry_secret(served, env)
+    if secret is None or deps.registry is None:
+        return
+    problem = await deps.registry.write(
+        secret,
+        deps.kube,
+        keys=(tableservers.TABLE_LABEL, tableservers.MANAGED_BY_LABEL),
+        made_for=f"the server of Table {served.name}",
+    )
+    if problem is not None:
+        kopf.event(body, type="Warning", reason=REFUSED, message=problem)
+        raise kopf.PermanentError(problem)

@@ -21,9 +21,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import fields, objects, tables
+from rillet.driverapi import runspecs
 
 PORT: Final = 8080
 STORE_DIR: Final = "/var/lib/rillet"
+TABLE_LABEL: Final = "rillet.io/table"
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+REGISTRY_DIR: Final = "/etc/rillet/schema-registry"
+REGISTRY_VOLUME: Final = "schema-registry-credentials"
 RUNTIME_UID: Final = 10001  # the operator image's user (images/operator/Dockerfile)
 SERVICE_NAME_MAX: Final = 63  # a Service name is a DNS-1035 label
 _SUFFIX: Final = "-server"
@@ -37,6 +42,9 @@ class ServerEnvironment:
     image: str
     image_pull_policy: str
     kafka_bootstrap: str
+    # The schema registry, for servers of avro Tables; credentials_dir set when the operator has
+    # credentials, which the server's Secret (registry_secret) then holds.
+    schema_registry: runspecs.SchemaRegistry | None = None
 
 
 @dataclass(frozen=True)
@@ -71,8 +79,8 @@ def labels(table: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "rillet-table-server",
         "app.kubernetes.io/instance": table,
-        "app.kubernetes.io/managed-by": "rillet",
-        "rillet.io/table": table,
+        MANAGED_BY_LABEL: "rillet",
+        TABLE_LABEL: table,
     }
 
 
@@ -81,6 +89,36 @@ def server_status(table: str, namespace: str) -> dict[str, str]:
     up (`<url>/<key>`)."""
     service = server_name(table)
     return {"service": service, "url": f"http://{service}.{namespace}.svc:{PORT}/tables/{table}"}
+
+
+def registry_problem(served: ServedTable, env: ServerEnvironment) -> str | None:
+    """Why the server cannot decode the Table's values, or None."""
+    if served.value_format == "avro" and env.schema_registry is None:
+        return (
+            "the Table's values are avro, and the operator has no schema registry to decode "
+            "them with: set schemaRegistry.url in the chart's values (RILLET_SCHEMA_REGISTRY_URL)"
+        )
+    return None
+
+
+def registry_secret_name(table: str) -> str:
+    """The Secret of the registry's credentials of the Table's server (`<server>-schema-registry`:
+    an App's is `<app>-schema-registry`, so an App and a Table of one name do not meet)."""
+    return f"{server_name(table)}-schema-registry"
+
+
+def registry_secret(served: ServedTable, env: ServerEnvironment) -> dict[str, Any] | None:
+    """The server's registry Secret, built without data (the handler adds it the moment it
+    applies it, as for an App's: appobjects.registrycredentials); None when it needs none."""
+    if not _mounts_credentials(served, env):
+        return None
+    metadata = {**_metadata(served), "name": registry_secret_name(served.name)}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "type": "Opaque"}
+
+
+def _mounts_credentials(served: ServedTable, env: ServerEnvironment) -> bool:
+    registry = env.schema_registry
+    return served.value_format == "avro" and registry is not None and bool(registry.credentials_dir)
 
 
 def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
@@ -130,7 +168,10 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
             f"--port={PORT}",
             f"--store-dir={STORE_DIR}/store",
         ],
-        "env": [{"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap}],
+        "env": [
+            {"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap},
+            *_registry_env(served, env),
+        ],
         "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": probe,
         # Generous: a store rebuild of a large Table takes a while, and is not a hang.
@@ -149,8 +190,26 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
             "capabilities": {"drop": ["ALL"]},
             "readOnlyRootFilesystem": True,
         },
-        "volumeMounts": [{"name": "store", "mountPath": STORE_DIR}],
+        "volumeMounts": [
+            {"name": "store", "mountPath": STORE_DIR},
+            *(
+                [{"name": REGISTRY_VOLUME, "mountPath": REGISTRY_DIR, "readOnly": True}]
+                if _mounts_credentials(served, env)
+                else []
+            ),
+        ],
     }
+
+
+def _registry_env(served: ServedTable, env: ServerEnvironment) -> list[dict[str, str]]:
+    """Where an avro Table's server finds the registry: its URL, and the directory of the
+    credentials (files of the mounted Secret, never env values)."""
+    if served.value_format != "avro" or env.schema_registry is None:
+        return []
+    found = [{"name": "RILLET_SCHEMA_REGISTRY_URL", "value": env.schema_registry.url}]
+    if _mounts_credentials(served, env):
+        found.append({"name": "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR", "value": REGISTRY_DIR})
+    return found
 
 
 def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
@@ -177,12 +236,20 @@ def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
                     },
                     "containers": [_container(served, env)],
                     "volumes": [
-                        {"name": "store", "emptyDir": {"sizeLimit": str(served.serving.storage)}}
+                        {"name": "store", "emptyDir": {"sizeLimit": str(served.serving.storage)}},
+                        *_registry_volume(served, env),
                     ],
                 },
             },
         },
     }
+
+
+def _registry_volume(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
+    if not _mounts_credentials(served, env):
+        return []
+    secret = {"secretName": registry_secret_name(served.name), "defaultMode": 0o440}
+    return [{"name": REGISTRY_VOLUME, "secret": secret}]
 
 
 def _service(served: ServedTable) -> dict[str, Any]:

@@ -48,13 +48,6 @@ VALUE_AVRO_ONLY_FOR_AVRO = rules.Rule(
     field_path=".valueAvro",
     check=lambda spec: spec.value_avro is None or spec.value_format == "avro",
 )
-SERVED_NOT_AVRO = rules.Rule(
-    rule="!has(self.serve) || self.valueFormat != 'avro'",
-    message="a Table server does not decode avro values yet: remove serve (read the Table with "
-    "`rillet table get`, or look it up from an App), or use valueFormat json",
-    field_path=".serve",
-    check=lambda spec: spec.serve is None or spec.value_format != "avro",
-)
 PARTITIONS_KEPT = rules.Rule(
     rule="!has(oldSelf.partitions) || has(self.partitions)",
     message="partitions cannot be removed once set (that could shrink the topic): keep the "
@@ -168,7 +161,6 @@ class TableSpec(objects.WireModel):
         _schema_rule("key"),
         _schema_rule("value"),
         VALUE_AVRO_ONLY_FOR_AVRO,
-        SERVED_NOT_AVRO,
     )
 
     topic_name: Annotated[fields.KafkaTopicName, topics.TOPIC_NAME_IMMUTABLE] | None = Field(

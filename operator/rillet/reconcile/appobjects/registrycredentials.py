@@ -59,24 +59,28 @@ def secret_data(*, username: str, password: str) -> dict[str, str]:
 
 
 def foreign_secret_problem(
-    observed: Mapping[str, Any] | None, desired: Mapping[str, Any]
+    observed: Mapping[str, Any] | None,
+    desired: Mapping[str, Any],
+    *,
+    keys: tuple[str, ...] = _OURS,
+    made_for: str = "this App",
 ) -> str | None:
     """Why the Secret found under the desired one's name is not the operator's to write (it
-    would overwrite someone's data, then delete it with the App), or None.
+    would overwrite someone's data, then delete it with its owner), or None.
 
-    The operator's carries the App's label and Rillet's managed-by label, as every object of
-    the App does (metadata.labels).
+    The operator's carries the `keys` labels of the desired one: for an App's, the App's label
+    and Rillet's managed-by label, as every object of the App has (metadata.labels).
     """
     if observed is None:
         return None
     found = (observed.get("metadata") or {}).get("labels") or {}
     wanted = desired["metadata"]["labels"]
-    if all(found.get(key) == wanted[key] for key in _OURS):
+    if all(found.get(key) == wanted[key] for key in keys):
         return None
     return (
-        f"Secret {desired['metadata']['name']} exists and was not made by Rillet for this App: "
-        "the operator keeps the schema registry's credentials for its driver there; rename or "
-        "delete that Secret"
+        f"Secret {desired['metadata']['name']} exists and was not made by Rillet for {made_for}: "
+        "the operator keeps the schema registry's credentials there; rename or delete that "
+        "Secret"
     )
 
 

@@ -14,6 +14,7 @@ Keys are taken as text (percent-decoded) and compared as `rillet table get` comp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from prometheus_client import (
 
 from rillet.api.v1alpha1 import fields
 from rillet.tables import tables
+from rillet.tables.avrovalues import AvroValueError, AvroValues
 from rillet.tables.serving.following import TableFollower
 from rillet.tables.tablestore import TableStore
 
@@ -38,6 +40,7 @@ _CONTENT_TYPES = {
     "json": "application/json",
     "string": "text/plain",
     "bytes": "application/octet-stream",
+    "avro": "application/json",  # decoded (avrovalues)
 }
 
 
@@ -87,12 +90,37 @@ class _Routes:
     """The request handlers of one Table's server."""
 
     def __init__(
-        self, *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
+        self,
+        *,
+        table: str,
+        store: TableStore,
+        follower: TableFollower,
+        value_format: fields.Format,
+        avro: AvroValues | None,
     ) -> None:
         self.table, self.store, self.follower = table, store, follower
         self.value_format = value_format
         self.value_type = _CONTENT_TYPES[value_format]
         self.metrics = ServerMetrics(table, follower)
+        self.avro = avro
+
+    async def _entries(self, found: list[tuple[bytes, bytes]], *, partial: bool) -> web.Response:
+        """Matches as `[{"key": ..., "value": ...}]`, avro values decoded into JSON."""
+        try:
+            body = [
+                {"key": _decoded(key, self.store.key_format), "value": await self._value(value)}
+                for key, value in found
+            ]
+        except AvroValueError as error:
+            return _error(500, f"a value of Table {self.table} does not decode: {error}")
+        headers = {"Rillet-Match": "partial"} if partial else None
+        return web.json_response(body, headers=headers)
+
+    async def _value(self, data: bytes) -> Any:
+        if self.avro is None:
+            return _decoded(data, self.value_format)
+        # In a thread: the first value of a schema id asks the registry for it.
+        return await asyncio.to_thread(self.avro.decoded, data)
 
     def _answered(self, result: str, started: float) -> None:
         self.metrics.lookups.labels(table=self.table, result=result).inc()
@@ -122,9 +150,14 @@ class _Routes:
             return _error(404, f"Table {self.table} has no key {key}")
         if len(found) == 1 and tables.same_key(found[0][0], key, self.store.key_format):
             self._answered("found", started)
-            return web.Response(body=found[0][1], content_type=self.value_type)
+            if self.avro is None:
+                return web.Response(body=found[0][1], content_type=self.value_type)
+            try:
+                return web.json_response(await self._value(found[0][1]))
+            except AvroValueError as error:
+                return _error(500, f"the value of key {key} does not decode: {error}")
         self._answered("partial", started)
-        return _entries(found, self.store.key_format, self.value_format, partial=True)
+        return await self._entries(found, partial=True)
 
     async def get_prefixed(self, request: web.Request) -> web.Response:
         if (wrong := self._unknown_table(request.match_info["table"])) is not None:
@@ -136,7 +169,7 @@ class _Routes:
         except ValueError:
             return _error(400, "limit must be a whole number")
         found = self.store.prefixed(request.query.get("prefix", "").encode(), max(limit, 0))
-        return _entries(found, self.store.key_format, self.value_format, partial=False)
+        return await self._entries(found, partial=False)
 
     async def ready(self, _: web.Request) -> web.Response:
         if self.follower.caught_up.is_set():
@@ -155,10 +188,17 @@ class _Routes:
 
 
 def application(
-    *, table: str, store: TableStore, follower: TableFollower, value_format: fields.Format
+    *,
+    table: str,
+    store: TableStore,
+    follower: TableFollower,
+    value_format: fields.Format,
+    avro: AvroValues | None = None,
 ) -> web.Application:
     """The server's aiohttp application for one Table."""
-    routes = _Routes(table=table, store=store, follower=follower, value_format=value_format)
+    routes = _Routes(
+        table=table, store=store, follower=follower, value_format=value_format, avro=avro
+    )
     app = web.Application()
     app.add_routes(
         [
@@ -180,21 +220,6 @@ def _decoded(data: bytes, data_format: fields.Format) -> Any:
         except ValueError:
             pass
     return data.decode("utf-8" if data_format == "string" else "latin-1", errors="replace")
-
-
-def _entries(
-    found: list[tuple[bytes, bytes]],
-    key_format: fields.Format,
-    value_format: fields.Format,
-    *,
-    partial: bool,
-) -> web.Response:
-    body = [
-        {"key": _decoded(key, key_format), "value": _decoded(value, value_format)}
-        for key, value in found
-    ]
-    headers = {"Rillet-Match": "partial"} if partial else None
-    return web.json_response(body, headers=headers)
 
 
 def _error(status: int, message: str) -> web.Response:
