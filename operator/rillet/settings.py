@@ -67,11 +67,6 @@ class SchemaRegistrySettings(BaseSettings):
     )
     username: str | None = Field(default=None, description="Basic-auth user; unset: none.")
     password: SecretStr | None = Field(default=None, description="Basic-auth password.")
-    credentials_dir: Path | None = Field(
-        default=None,
-        description="A directory holding files `username` and `password` (a mounted Secret, "
-        "as Table servers get it); read when the username is not set.",
-    )
 
     @model_validator(mode="after")
     def _password_with_username(self) -> SchemaRegistrySettings:
@@ -82,9 +77,11 @@ class SchemaRegistrySettings(BaseSettings):
             )
         return self
 
-    def client_config(self) -> dict[str, Any]:
+    def client_config(self, credentials_dir: Path | None = None) -> dict[str, Any]:
         """confluent-kafka's SchemaRegistryClient settings (the only place the password is
-        revealed); raises ValueError when no URL is set."""
+        revealed), with the credentials of files `username` and `password` in
+        `credentials_dir` (a mounted Secret, as a Table server has) when no username is set;
+        raises ValueError when no URL is set."""
         if not self.url:
             raise ValueError(
                 "no schema registry: set RILLET_SCHEMA_REGISTRY_URL (`rillet dev env` exports it "
@@ -95,9 +92,9 @@ class SchemaRegistrySettings(BaseSettings):
             self.username,
             self.password.get_secret_value() if self.password else "",
         )
-        if not username and self.credentials_dir is not None:
-            username = (self.credentials_dir / "username").read_text().strip()
-            password = (self.credentials_dir / "password").read_text().strip()
+        if not username and credentials_dir is not None:
+            username = (credentials_dir / "username").read_text().strip()
+            password = (credentials_dir / "password").read_text().strip()
         if username:
             config["basic.auth.user.info"] = f"{username}:{password}"
         return config

@@ -8,7 +8,11 @@ with confluent-kafka's client):
   registry with the credentials the operator put in the App's Secret, is refused, and the App
   is Stalled (SchemaRegistryRefused) naming the subject, the registry's reason and what to
   fix; the subject still has its one version;
-- the registry's password is in no pod spec, ConfigMap, App status or Event of the namespace.
+- the registry's password is in no pod spec, ConfigMap, App status or Event of the namespace;
+- an avro Table with serve: its server pod, logged in to the registry with the credentials of
+  the Secret the operator made for it (owned by the Table), answers `rillet table get` (through
+  the apiserver, no Kafka given) with the value AvroSerializer wrote, as JSON; the password is
+  in no pod spec, ConfigMap or Event.
 """
 
 from __future__ import annotations
@@ -18,17 +22,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from rillet.reconcile import tableservers
 from rillet_devstack import stack as devstack
 from rillet_devstack.operating import OperatorProcess
 
 from .avroorders import ORDER, ORDER_V1
 from .conftest import Kube
-from .objects import apply
+from .objects import apply, get, table, wait_condition
 from .polling import wait_for
+from .servedtables import ready_replicas, table_get
 from .wordcounts import C1_ONLY, SMALL, stalled
 
 TAKEN = {"type": "record", "name": "Other", "fields": [{"name": "id", "type": "string"}]}
@@ -107,3 +114,58 @@ def test_a_registry_refusal_of_an_avro_output_stalls_the_app_naming_the_subject(
             for subject_name in (f"{orders}-value", subject):
                 client.delete_subject(subject_name)
                 client.delete_subject(subject_name, permanent=True)
+
+
+def test_an_avro_tables_server_answers_json_logged_in_from_its_own_secret(
+    kube: Kube,
+    stack: devstack.StackState,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    operator_image: str,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    registry = stack.schema_registry
+    if registry is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    own = lone_operator(
+        settings={
+            **registry.environment(),
+            "RILLET_TABLE_SERVER_IMAGE": operator_image,
+            "RILLET_TABLE_SERVER_IMAGE_PULL_POLICY": "Never",  # the node has it, no registry
+        }
+    )
+    own.start()
+    namespace = own.namespace_pattern
+    name, topic = "orders-by-id", f"{kafka_prefix}-orders-by-id"
+    context = SerializationContext(topic, MessageField.VALUE)
+    with SchemaRegistryClient(registry.client_config()) as client:
+        try:
+            value = AvroSerializer(client, json.dumps(ORDER_V1))(ORDER, context)
+            producer = Producer({"bootstrap.servers": kafka_bootstrap})
+            spec = {"topicName": topic, "partitions": 1, "valueFormat": "avro", "serve": {}}
+            apply(kube, table(name, namespace, **spec))
+            wait_condition(kube, "table", name, namespace, timeout=90)
+            producer.produce(topic, key=b"7", value=value)
+            assert producer.flush(30) == 0
+            server = tableservers.server_name(name)
+            wait_for(
+                lambda: ready_replicas(kube, server, namespace) == 1,
+                timeout=180,
+                interval=1,
+                what="the server pod to be Ready",
+            )
+
+            found = table_get(kube, name, "7", namespace, None)  # only the server knows
+
+            assert found.returncode == 0, found.stderr
+            assert json.loads(found.stdout) == {
+                **ORDER,
+                "amount": "12.34",
+                "at": "2026-01-02T03:04:05.678000+00:00",
+            }
+            secret = get(kube, "secret", tableservers.registry_secret_name(name), namespace)
+            assert secret["metadata"]["ownerReferences"][0]["name"] == name
+            assert registry.password not in _everything_shown(kube, namespace)
+        finally:
+            client.delete_subject(f"{topic}-value")
+            client.delete_subject(f"{topic}-value", permanent=True)

@@ -270,6 +270,7 @@ def test_an_avro_table_is_looked_up_joined_and_printed_as_json(
         # A value of a version the reader has not seen, as a writer with a new column writes it.
         table = topics["orders-by-id"]
         latest = client.get_latest_version(f"{table}-value").schema.schema_str
+        assert latest is not None
         newer = with_field(json.loads(latest), CHANNEL)
         moved = {**ORDER, "amount": Decimal("99.99"), "address": {"city": "Rome"}}
         moved_json = {"amount": "99.99", "address": {"city": "Rome"}, "channel": "web"}

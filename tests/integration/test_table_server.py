@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -111,9 +111,10 @@ def _serving(
     *,
     formats: tuple[str, str] = ("json", "json"),
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
 ) -> Iterator[str]:
     """`rillet table serve` on a free port (`formats`: of keys and values; `env`: more of its
-    environment); its URL. Stopped (SIGTERM) afterwards."""
+    environment; `options`: more of its command line); its URL. Stopped (SIGTERM) afterwards."""
     port = processes.free_port()
     command = [
         *CLI,
@@ -127,6 +128,7 @@ def _serving(
         f"--store-dir={store}",
         "--refresh-seconds=1",
         "--host=127.0.0.1",
+        *options,
     ]
     log = store.parent / f"server-{port}.log"
     # The registry only as `env` gives it (a shell of `rillet dev env` has its user in env).
@@ -365,10 +367,7 @@ def test_an_avro_tables_server_answers_json_decoded_with_each_writers_schema(
     credentials.mkdir()
     (credentials / "username").write_text(registry.username)
     (credentials / "password").write_text(registry.password)
-    env = {
-        "RILLET_SCHEMA_REGISTRY_URL": registry.url,
-        "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR": str(credentials),
-    }
+    env = {"RILLET_SCHEMA_REGISTRY_URL": registry.url}
     context = SerializationContext(topic, MessageField.VALUE)
     with SchemaRegistryClient(registry.client_config()) as client:
         try:
@@ -385,7 +384,12 @@ def test_an_avro_tables_server_answers_json_decoded_with_each_writers_schema(
             writer.flush()
 
             with _serving(
-                kafka_bootstrap, topic, tmp_path / "store", formats=("string", "avro"), env=env
+                kafka_bootstrap,
+                topic,
+                tmp_path / "store",
+                formats=("string", "avro"),
+                env=env,
+                options=[f"--registry-credentials-dir={credentials}"],
             ) as url:
                 wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
 

@@ -16,8 +16,6 @@ stack's operator image):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -30,31 +28,9 @@ from rillet_devstack.operating import OperatorProcess
 from .conftest import Kube
 from .objects import apply, exists, get, table, wait_condition
 from .polling import wait_for
+from .servedtables import ready_replicas, table_get
 
 CLI = (sys.executable, "-m", "rillet.cli")
-
-
-def _table_get(
-    kube: Kube, name: str, key: str, namespace: str, bootstrap: str | None
-) -> subprocess.CompletedProcess[str]:
-    """`rillet table get`, given Kafka's bootstrap servers or not (none in its environment)."""
-    env = {k: v for k, v in os.environ.items() if k != "RILLET_KAFKA_BOOTSTRAP"}
-    kafka = ["-b", bootstrap] if bootstrap else []
-    return subprocess.run(
-        [*CLI, "table", "get", name, key, "-n", namespace, *kafka],
-        capture_output=True,
-        text=True,
-        env={**env, "KUBECONFIG": str(kube.kubeconfig)},
-        timeout=120,
-        check=False,
-    )
-
-
-def _ready_replicas(kube: Kube, name: str, namespace: str) -> int:
-    # The Table's status names its server (handlers.tables) apart from the handler that applies
-    # the server's objects (handlers.tableserving): the Deployment may come a moment later.
-    deployment = kube.api.read("deployment", name, namespace) or {}
-    return int((deployment.get("status") or {}).get("readyReplicas") or 0)
 
 
 def _server_pod(kube: Kube, table_name: str, namespace: str) -> dict[str, Any]:
@@ -101,7 +77,7 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
         "url": f"http://{server}.{namespace}.svc:8080/tables/{name}",
     }
     wait_for(
-        lambda: _ready_replicas(kube, server, namespace) == 1,
+        lambda: ready_replicas(kube, server, namespace) == 1,
         timeout=180,
         interval=1,
         what="the server pod to be Ready",
@@ -115,10 +91,10 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
         owner = get(kube, kind, server, namespace)["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"]) == ("Table", name)
 
-    found = _table_get(kube, name, '{"user": "u7"}', namespace, None)  # only the server knows
+    found = table_get(kube, name, '{"user": "u7"}', namespace, None)  # only the server knows
     assert (found.returncode, found.stdout) == (0, '{"visits": 7}\n'), found.stderr
     assert "note:" not in found.stderr, found.stderr
-    missing = _table_get(kube, name, '{"user": "u99"}', namespace, None)
+    missing = table_get(kube, name, '{"user": "u99"}', namespace, None)
     assert missing.returncode == 1, missing.stderr
 
     kube.kubectl(
@@ -142,8 +118,8 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
         timeout=60,
         what="the server's objects and status.server to go",
     )
-    scanned = _table_get(kube, name, '{"user": "u7"}', namespace, kafka_bootstrap)
+    scanned = table_get(kube, name, '{"user": "u7"}', namespace, kafka_bootstrap)
     assert (scanned.returncode, scanned.stdout) == (0, '{"visits": 7}\n'), scanned.stderr
-    no_kafka = _table_get(kube, name, '{"user": "u7"}', namespace, None)
+    no_kafka = table_get(kube, name, '{"user": "u7"}', namespace, None)
     assert no_kafka.returncode == 2
     assert "give -b or set RILLET_KAFKA_BOOTSTRAP" in no_kafka.stderr

@@ -137,10 +137,7 @@ def test_an_avro_tables_server_reads_the_registry_credentials_from_its_own_secre
     assert secret["metadata"]["name"] == "counts-server-schema-registry"
     assert secret["metadata"]["ownerReferences"][0]["kind"] == "Table"
     assert {"name": "RILLET_SCHEMA_REGISTRY_URL", "value": REGISTRY.url} in container["env"]
-    assert {
-        "name": "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR",
-        "value": "/etc/rillet/schema-registry",
-    } in container["env"]
+    assert "--registry-credentials-dir=/etc/rillet/schema-registry" in container["args"]
     mounted = {m["name"]: m for m in container["volumeMounts"]}
     (volume,) = [v for v in volumes if "secret" in v]
     assert volume["secret"]["secretName"] == "counts-server-schema-registry"
@@ -163,6 +160,7 @@ def test_a_registry_without_credentials_gets_no_secret() -> None:
         "RILLET_SCHEMA_REGISTRY_URL",
     ]
     assert not [v for v in volumes if "secret" in v]
+    assert not [a for a in container["args"] if a.startswith("--registry-credentials-dir")]
 
 
 def test_an_avro_table_without_a_registry_is_a_problem_saying_what_to_set() -> None:

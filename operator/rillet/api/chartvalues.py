@@ -74,15 +74,16 @@ class SchemaRegistry(ChartModel):
 
     url: str = Field(
         default="",
-        description="Its base URL as driver pods reach it, e.g. "
+        description="Its base URL as driver and Table server pods reach it, e.g. "
         "http://registry.kafka:8080/apis/ccompat/v7. Empty: Apps cannot use format avro "
-        "(InvalidSpec).",
+        "(InvalidSpec), nor can avro Tables be served (NoSchemaRegistry).",
     )
     existing_secret: str = Field(
         default="",
         description="An existing Secret in the release's namespace with keys `username` and "
         "`password` (basic auth); empty: no credentials. The operator copies them into a Secret "
-        "`<app>-schema-registry` of each App that uses Avro, mounted by its driver alone: "
+        "`<app>-schema-registry` of each App that uses Avro, mounted by its driver alone, and "
+        "`<table>-server-schema-registry` of each served avro Table, mounted by its server: "
         "credentials never go in values.",
     )
 

@@ -48,6 +48,15 @@ StoreOption = Annotated[
 ]
 
 
+RegistryCredentialsOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--registry-credentials-dir",
+        file_okay=False,
+        help="Directory of files `username` and `password` for the schema registry of avro "
+        "values (a mounted Secret), when RILLET_SCHEMA_REGISTRY_USERNAME is not set.",
+    ),
+]
 RefreshOption = Annotated[
     float,
     typer.Option(
@@ -74,6 +83,7 @@ def table_serve(
     host: HostOption = "0.0.0.0",
     store_dir: StoreOption = None,
     refresh_seconds: RefreshOption = 10.0,
+    registry_credentials: RegistryCredentialsOption = None,
 ) -> None:
     """Serve TABLE over HTTP: GET /tables/TABLE/KEY answers from a local copy of its topic."""
     logging.basicConfig(level=logging.INFO, format=options.LOG_FORMAT)
@@ -81,7 +91,7 @@ def table_serve(
         table, file=file, topic=topic, namespace=namespace, fmt=key_format
     )
     values = tables.value_format_of(value_format or source.value_format)
-    avro = _avro_values(source.topic) if values == "avro" else None
+    avro = _avro_values(source.topic, registry_credentials) if values == "avro" else None
     directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -107,10 +117,10 @@ def table_serve(
             avro.close()
 
 
-def _avro_values(topic: str) -> avrovalues.AvroValues:
+def _avro_values(topic: str, credentials_dir: Path | None) -> avrovalues.AvroValues:
     """The decoder of an avro Table's values; a usage error without a registry."""
     try:
-        registry = SchemaRegistrySettings().client_config()
+        registry = SchemaRegistrySettings().client_config(credentials_dir)
     except ValueError as error:
         raise typer.BadParameter(f"the Table's values are avro, and {error}") from None
     return avrovalues.AvroValues(registry, topic)

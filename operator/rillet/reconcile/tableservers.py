@@ -167,6 +167,11 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
             f"--value-format={served.value_format}",
             f"--port={PORT}",
             f"--store-dir={STORE_DIR}/store",
+            *(
+                [f"--registry-credentials-dir={REGISTRY_DIR}"]
+                if _mounts_credentials(served, env)
+                else []
+            ),
         ],
         "env": [
             {"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap},
@@ -202,14 +207,11 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
 
 
 def _registry_env(served: ServedTable, env: ServerEnvironment) -> list[dict[str, str]]:
-    """Where an avro Table's server finds the registry: its URL, and the directory of the
-    credentials (files of the mounted Secret, never env values)."""
+    """Where an avro Table's server finds the registry (the credentials are files of the
+    mounted Secret, never env values: `--registry-credentials-dir`)."""
     if served.value_format != "avro" or env.schema_registry is None:
         return []
-    found = [{"name": "RILLET_SCHEMA_REGISTRY_URL", "value": env.schema_registry.url}]
-    if _mounts_credentials(served, env):
-        found.append({"name": "RILLET_SCHEMA_REGISTRY_CREDENTIALS_DIR", "value": REGISTRY_DIR})
-    return found
+    return [{"name": "RILLET_SCHEMA_REGISTRY_URL", "value": env.schema_registry.url}]
 
 
 def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
