@@ -81,7 +81,17 @@ def read_topic(
     """A topic input's stream, and the stream of its bad records (json and avro, with a
     dead-letter topic)."""
     raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
-    stream = raw.load()
+    return parse_records(spec, item, raw.load(), avro)
+
+
+def parse_records(
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    stream: DataFrame,
+    avro: avrorecords.AvroReading | None = None,
+) -> tuple[DataFrame, DataFrame | None]:
+    """A topic input's view over Kafka records (the columns of Spark's Kafka source, streamed
+    or not), and its bad records (json and avro, with a dead-letter topic)."""
     if item.format == "json":
         assert item.value_schema is not None  # runresolving requires a schema for json inputs
         parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
