@@ -123,15 +123,22 @@ def test_a_stopped_query_names_the_ids_it_did_not_know_by_input() -> None:
 
 
 def test_ids_the_registry_does_not_have_are_bad_records_and_others_stop_the_query() -> None:
+    reader = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
     reading = avrorecords.AvroReading(
-        reader="{}", writers={1: "{}", 2: "{}"}, unknown=frozenset({7})
+        reader=reader, writers={1: reader, 2: reader}, unknown=frozenset({7})
     )
     error = avrorecords.error_expr(reading, input_name="orders")
+    decode = avrorecords.decode_exprs(reading)[-1]
 
     assert f"IN (7) THEN '{avrorecords.UNKNOWN_SCHEMA_ID}'" in error
     assert "NOT IN (1, 2) THEN raise_error" in error
-    # Before any decoding is trusted: unknown ids are decided before the marker is read.
-    assert error.index("raise_error") < error.index(avroschemas.DECODED_MARKER)
+    # A set marker is trusted before the id is read: only the headers of the writers the query
+    # knows are decoded, so a record of any other id has no row and reaches the id's branches.
+    assert error.index(avroschemas.DECODED_MARKER) < error.index("raise_error")
+    assert decode.count("from_avro(") == 3  # the typing branch (never runs), ids 1 and 2
+    assert "startswith(value, X'0000000001')" in decode
+    assert "startswith(value, X'0000000002')" in decode
+    assert "X'0000000007'" not in decode
 
 
 def test_subjects_default_to_the_topic_name_strategy() -> None:

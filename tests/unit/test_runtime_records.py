@@ -49,11 +49,12 @@ def test_json_parsing_keeps_the_raw_record_and_a_corrupt_column() -> None:
     exprs = records.parse_exprs("a INT, b STRING")
 
     assert exprs[:6] == list(records.RAW_COLUMNS)
-    assert exprs[6] == (
+    parsed = (
         "from_json(CAST(value AS STRING), 'a INT, b STRING, __rillet_corrupt STRING', "
-        "map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '__rillet_corrupt')) "
-        "AS __rillet_row"
+        "map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '__rillet_corrupt'))"
     )
+    # Parsed once per record (tests/integration/test_runtime_decoding.py counts it in the plan).
+    assert exprs[6] == f"{records.computed_once(parsed)} AS __rillet_row"
     error = records.error_expr()
     assert "value IS NULL" in error  # a tombstone is not a bad record
     assert "'malformed-json'" in error
@@ -77,6 +78,14 @@ def test_dead_letters_keep_key_and_value_and_carry_the_reason_and_source() -> No
         assert f"'{name}'" in headers
     assert "value does not match the schema: id STRING" in headers
     assert headers.endswith(" AS headers")
+
+
+def test_a_value_computed_once_is_the_value_itself_behind_a_nondeterministic_guard() -> None:
+    # The guard is what stops Spark's optimizer copying the expression (records.computed_once);
+    # spark_partition_id() is never negative, so the CASE has no other outcome.
+    assert records.computed_once("from_json(x)") == (
+        "CASE WHEN spark_partition_id() >= 0 THEN from_json(x) END"
+    )
 
 
 def test_without_dead_letters_a_bad_record_raises_with_its_coordinates() -> None:

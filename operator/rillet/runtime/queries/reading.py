@@ -81,7 +81,17 @@ def read_topic(
     """A topic input's stream, and the stream of its bad records (json and avro, with a
     dead-letter topic)."""
     raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
-    stream = raw.load()
+    return parse_records(spec, item, raw.load(), avro)
+
+
+def parse_records(
+    spec: runspecs.RunSpec,
+    item: runspecs.InputSpec,
+    stream: DataFrame,
+    avro: avrorecords.AvroReading | None = None,
+) -> tuple[DataFrame, DataFrame | None]:
+    """A topic input's view over Kafka records (the columns of Spark's Kafka source, streamed
+    or not), and its bad records (json and avro, with a dead-letter topic)."""
     if item.format == "json":
         assert item.value_schema is not None  # runresolving requires a schema for json inputs
         parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
@@ -92,8 +102,8 @@ def read_topic(
         if avro is None:
             raise ValueError(f"input {item.name} is avro, and its schemas are not resolved")
         decoded = (
-            stream.selectExpr(*avrorecords.header_exprs())
-            .selectExpr("*", avrorecords.decode_expr(avro))
+            stream.selectExpr(*avrorecords.decode_exprs(avro))
+            .selectExpr("*", avrorecords.header_expr())
             .selectExpr("*", avrorecords.error_expr(avro, input_name=item.name))
         )
         return _split_bad_records(spec, decoded, avro.columns)

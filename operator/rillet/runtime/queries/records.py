@@ -49,14 +49,35 @@ def sql_string(text: str) -> str:
 # Reading ------------------------------------------------------------------------------------
 
 
+def computed_once(expr: str) -> str:
+    """`expr` (a value's decoding) as a column Spark computes once per record, however many
+    expressions read it.
+
+    Spark's optimizer would otherwise copy the decoding into every reader: it pushes the
+    bad-record filter, and any filter of the App's SQL, below the projection that decodes,
+    putting the decoding in the filter in place of the column (PushPredicateThroughNonJoin,
+    for a Project whose fields are all deterministic), and merges a projection that reads the
+    column once into it (CollapseProject, for a deterministic producer): from_json or
+    from_avro then ran 2 to 4 times per record. Both rules leave a nondeterministic expression
+    where it is (Spark 4.x's Optimizer.scala: `fields.forall(_.deterministic)`, SPARK-13473;
+    `producer.deterministic` in CollapseProject.canCollapseExpressions), whatever
+    spark.sql.optimizer.collapseProjectAlwaysInline says. spark_partition_id() is
+    nondeterministic to Spark, never NULL nor negative, and costs a field read, so this CASE
+    always yields `expr`. (Dataset.observe would also stop both rules, but adds a metric per
+    input to every query's progress and a node that splits whole-stage code generation.)
+    """
+    return f"CASE WHEN spark_partition_id() >= 0 THEN {expr} END"
+
+
 def parse_exprs(value_schema: str) -> list[str]:
-    """Stage 1 of a json input: the raw columns, the parsed value, and the error kind (or NULL)."""
+    """Stage 1 of a json input: the raw columns and the parsed value, parsed once per record
+    (computed_once)."""
     ddl = f"{value_schema}, {CORRUPT} STRING"
     parsed = (
         f"from_json(CAST(value AS STRING), {sql_string(ddl)}, "
         f"map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '{CORRUPT}'))"
     )
-    return [*RAW_COLUMNS, f"{parsed} AS {ROW}"]
+    return [*RAW_COLUMNS, f"{computed_once(parsed)} AS {ROW}"]
 
 
 def error_expr() -> str:
