@@ -21,17 +21,23 @@ runs it):
   second App looks it up and joins it from a json input, and answers with the orders' values
   (the latest per id); a value of a version registered while it runs (AvroSerializer, a field
   added) is read too, the query planned again with it; `rillet table get` prints values as JSON,
-  each decoded with its own writer's schema.
+  each decoded with its own writer's schema;
+- a registry that goes away (a TCP gate in front of it drops every connection) while a record
+  of a version new to the App arrives: the App asks again and again, writes nothing, sends
+  nothing to the dead-letter topic and does not fail; once the registry is back, the record
+  is written.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -44,6 +50,7 @@ from rillet_devstack import stack as devstack
 from rillet_devstack.schemaregistry import SchemaRegistryState
 
 from . import runtime_helpers as rt
+from . import tcpgate
 from .avroorders import ORDER, ORDER_V1, with_field
 from .polling import wait_for
 
@@ -301,3 +308,70 @@ def test_an_avro_table_is_looked_up_joined_and_printed_as_json(
     }
     # Each value with its own writer's schema: 7's has the newer version's field.
     assert json.loads(get("7").stdout) == {**json.loads(got.stdout), "id": 7, **moved_json}
+
+
+def test_a_registry_that_goes_away_is_waited_for_not_taken_for_bad_data(
+    registry: tuple[runspecs.SchemaRegistry, SchemaRegistryClient],
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="rillet.runtime.driver.schemacatalog")
+    spec_registry, client = registry
+    documents = rt.load_manifests(EXAMPLE)
+    app = documents[-1]["spec"]
+    app["pipeline"]["sql"] = "SELECT id, amount FROM orders"
+    app["outputs"] = app["outputs"][:1]
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(kafka_admin, [NewTopic(t, 1, 1) for t in topics.values()])
+    orders = topics["orders"]
+    rt.produce(
+        kafka_bootstrap, orders, [("a", _serialize(client, json.dumps(ORDER_V1), ORDER, orders))]
+    )
+    address = urlsplit(spec_registry.url)
+    assert address.hostname is not None
+    assert address.port is not None
+    read = AvroDeserializer(client)
+    value = SerializationContext(topics["orders-checked"], MessageField.VALUE)
+
+    def written() -> list[Any]:
+        entries = rt.read_topic(kafka_bootstrap, topics["orders-checked"])
+        return [read(entry.value, value) for entry in entries]
+
+    with tcpgate.gate_to((address.hostname, address.port)) as gate:
+        through_gate = address._replace(netloc=f"127.0.0.1:{gate.port}").geturl()
+        spec = rt.build_spec(
+            documents,
+            bootstrap=kafka_bootstrap,
+            checkpoint=tmp_path / "ck",
+            available_now=False,
+            schema_registry=runspecs.SchemaRegistry(url=through_gate),
+        )
+        with rt.driven(spec) as driver:
+            wait_for(lambda: len(written()) == 1, timeout=180, what="the App's first record")
+            gate.close()
+            # A version the App has not seen: it must ask the registry, which is away.
+            newer = with_field(ORDER_V1, CHANNEL)
+            later = _serialize(client, newer, {**ORDER, "id": 8, "channel": "app"}, orders)
+            rt.produce(kafka_bootstrap, orders, [("b", later)])
+            # Past the registry client's own retries: the driver's, which wait for it to return.
+            wait_for(
+                lambda: "schema registry unreachable" in caplog.text,
+                timeout=120,
+                what="the driver to ask again and again",
+            )
+            assert gate.dropped >= 2
+
+            assert len(written()) == 1
+            assert rt.read_topic(kafka_bootstrap, topics["orders-dlq"]) == []
+            assert driver.failure() is None
+            gate.open()
+            wait_for(
+                lambda: len(written()) == 2, timeout=180, what="the record, once it can be read"
+            )
+            assert driver.failure() is None
+
+    assert written()[1] == {"id": 8, "amount": ORDER["amount"]}
+    assert rt.read_topic(kafka_bootstrap, topics["orders-dlq"]) == []
