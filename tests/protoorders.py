@@ -3,6 +3,7 @@ enum, a oneof, a wrapper, a timestamp, a Confluent decimal, an unsigned 64-bit i
 top-level message and a nested one), in two versions, as `.proto` text and as the
 FileDescriptorProto protoc makes of it, built here field by field so that unit tests need no
 compiler (the registry's tests check that protoc makes the same of the text); and an order.
+Also an output's columns of every kind (a Spark struct type) and a row of them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import datetime
 import decimal
 from typing import Any
 
+from confluent_kafka.schema_registry.common.protobuf import decimal_to_protobuf
 from google.protobuf import descriptor_pb2
+from google.protobuf.message import Message
 
 from rillet.runtime.queries import protofiles
 
@@ -157,4 +160,74 @@ EMPTY_ROW: dict[str, Any] = {
     "voucher": None,
     "big": None,
     "lines": [],
+}
+
+
+def built_order(order_class: type[Message]) -> Message:
+    """ORDER_ROW's order as a message of `order_class` (v1 or v2: then with channel "web"),
+    set with the protobuf runtime's own API."""
+    order: Any = order_class(id=7, tags=["a", "b"], status=1, voucher=99)
+    order.big = 2**64 - 1
+    order.at.seconds, order.at.nanos = int(AT.timestamp()), AT.microsecond * 1000
+    order.amount.ParseFromString(
+        decimal_to_protobuf(decimal.Decimal("12.34"), 2).SerializeToString()
+    )
+    order.note.value = "ring twice"
+    order.address.city = "Oslo"
+    order.counts["x"], order.counts["y"] = 1, 2
+    order.lines.add(sku="s1", qty=2)
+    order.lines.add(sku="s2")
+    if "channel" in order_class.DESCRIPTOR.fields_by_name:
+        order.channel = "web"
+    return order
+
+
+def column(name: str, kind: Any, *, nullable: bool = True) -> dict[str, Any]:
+    return {"name": name, "type": kind, "nullable": nullable, "metadata": {}}
+
+
+def array(element: Any) -> dict[str, Any]:
+    return {"type": "array", "elementType": element, "containsNull": False}
+
+
+def map_of(key: Any, value: Any) -> dict[str, Any]:
+    return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": False}
+
+
+def struct(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "struct", "fields": list(fields)}
+
+
+# A Spark result type as StructType.jsonValue() gives it, with one column of each kind.
+RESULT = struct(
+    column("id", "long", nullable=False),
+    column("amount", "decimal(10,2)"),
+    column("at", "timestamp"),
+    column("tags", array("string"), nullable=False),
+    column("counts", map_of("string", "long"), nullable=False),
+    column("address", struct(column("city", "string"))),
+    column("day", "date"),
+    column(
+        "lines", array(struct(column("sku", "string"), column("qty", "integer"))), nullable=False
+    ),
+    column("prices", map_of("integer", "decimal(12,3)"), nullable=False),
+    column("paid", "boolean"),
+    column("raw", "binary"),
+    column("ratio", "double"),
+    column("score", "float"),
+)
+RESULT_ROW: dict[str, Any] = {
+    "id": 1,
+    "amount": decimal.Decimal("-0.50"),
+    "at": AT,
+    "tags": ["x"],
+    "counts": {"a": 2**40},
+    "address": {"city": None},
+    "day": datetime.date(2026, 2, 28),
+    "lines": [{"sku": "s", "qty": None}],
+    "prices": {3: decimal.Decimal("1.250")},
+    "paid": False,
+    "raw": b"\0\xff",
+    "ratio": 0.25,
+    "score": None,
 }

@@ -47,31 +47,24 @@ from rillet.runtime.queries import (
     protoschemas,
 )
 from tests import protoorders
-from tests.protoorders import AT, EMPTY_ROW, ORDER, ORDER_ROW
+from tests.protoorders import (
+    AT,
+    EMPTY_ROW,
+    ORDER,
+    ORDER_ROW,
+    RESULT,
+    RESULT_ROW,
+    array,
+    column,
+    map_of,
+    struct,
+)
 
 SCHEMA_ID = 42
 
 
 def order_class(*, version: int = 1, message: str = ORDER) -> type[Message]:
     return protofiles.message_class(protoorders.order_files(version=version), message)
-
-
-def built_order(*, version: int = 1) -> Message:
-    """ORDER_ROW's order, set with the protobuf runtime's own API."""
-    order: Any = order_class(version=version)(id=7, tags=["a", "b"], status=1, voucher=99)
-    order.big = 2**64 - 1
-    order.at.seconds, order.at.nanos = int(AT.timestamp()), AT.microsecond * 1000
-    order.amount.ParseFromString(
-        decimal_to_protobuf(decimal.Decimal("12.34"), 2).SerializeToString()
-    )
-    order.note.value = "ring twice"
-    order.address.city = "Oslo"
-    order.counts["x"], order.counts["y"] = 1, 2
-    order.lines.add(sku="s1", qty=2)
-    order.lines.add(sku="s2")
-    if version == 2:
-        order.channel = "web"
-    return order
 
 
 def framed(
@@ -102,7 +95,9 @@ def decode(value: bytes, given: protorecords.ProtoReading | None = None) -> prot
 
 
 def test_a_message_decodes_to_the_row_its_values_make() -> None:
-    assert decode(framed(built_order())) == protorecords.Decoded(ORDER_ROW, None, SCHEMA_ID)
+    assert decode(framed(protoorders.built_order(order_class()))) == protorecords.Decoded(
+        ORDER_ROW, None, SCHEMA_ID
+    )
 
 
 def test_an_empty_message_reads_as_field_presence_says() -> None:
@@ -129,7 +124,9 @@ def test_rows_encode_to_what_confluents_deserializer_reads() -> None:
     assert (
         value[:6] == SchemaId("PROTOBUF", SCHEMA_ID, None, [0]).id_to_bytes() == b"\0\0\0\0\x2a\0"
     )
-    assert ProtobufDeserializer(order_class(), None, None)(value, None) == built_order()
+    assert ProtobufDeserializer(order_class(), None, None)(value, None) == protoorders.built_order(
+        order_class()
+    )
     assert decode(value).row == ORDER_ROW
     assert decode(protorecords.encode(writing, EMPTY_ROW)).row == EMPTY_ROW
 
@@ -158,8 +155,8 @@ def test_other_messages_of_the_file_have_their_indexes(
 
 
 def test_a_newer_writer_reads_as_the_older_readers_columns_and_back() -> None:
-    v2_record = framed(built_order(version=2), schema_id=2)
-    v1_record = framed(built_order(), schema_id=1)
+    v2_record = framed(protoorders.built_order(order_class(version=2)), schema_id=2)
+    v1_record = framed(protoorders.built_order(order_class()), schema_id=1)
     as_v1 = reading(version=1, writers={1: 1, 2: 2})
     as_v2 = reading(version=2, writers={1: 1, 2: 2})
     assert decode(v2_record, as_v1).row == ORDER_ROW
@@ -193,7 +190,7 @@ def test_a_decimal_with_more_places_than_its_column_is_a_bad_record() -> None:
 
 def test_an_id_the_query_does_not_know_stops_it_naming_the_id() -> None:
     with pytest.raises(protorecords.UnknownSchemaIdError) as stopped:
-        decode(framed(built_order(), schema_id=77))
+        decode(framed(protoorders.built_order(order_class()), schema_id=77))
     assert avrorecords.unknown_ids(f"Python worker failed: {stopped.value}") == {"orders": {77}}
 
 
@@ -226,57 +223,6 @@ def test_a_schema_in_base64_is_read_as_the_registry_serves_it() -> None:
 
 
 # An output's derived schema ----------------------------------------------------------------------
-
-
-def column(name: str, kind: Any, *, nullable: bool = True) -> dict[str, Any]:
-    return {"name": name, "type": kind, "nullable": nullable, "metadata": {}}
-
-
-def array(element: Any) -> dict[str, Any]:
-    return {"type": "array", "elementType": element, "containsNull": False}
-
-
-def map_of(key: Any, value: Any) -> dict[str, Any]:
-    return {"type": "map", "keyType": key, "valueType": value, "valueContainsNull": False}
-
-
-def struct(*fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "struct", "fields": list(fields)}
-
-
-# A Spark result type as StructType.jsonValue() gives it, with one column of each kind.
-RESULT = struct(
-    column("id", "long", nullable=False),
-    column("amount", "decimal(10,2)"),
-    column("at", "timestamp"),
-    column("tags", array("string"), nullable=False),
-    column("counts", map_of("string", "long"), nullable=False),
-    column("address", struct(column("city", "string"))),
-    column("day", "date"),
-    column(
-        "lines", array(struct(column("sku", "string"), column("qty", "integer"))), nullable=False
-    ),
-    column("prices", map_of("integer", "decimal(12,3)"), nullable=False),
-    column("paid", "boolean"),
-    column("raw", "binary"),
-    column("ratio", "double"),
-    column("score", "float"),
-)
-RESULT_ROW: dict[str, Any] = {
-    "id": 1,
-    "amount": decimal.Decimal("-0.50"),
-    "at": AT,
-    "tags": ["x"],
-    "counts": {"a": 2**40},
-    "address": {"city": None},
-    "day": datetime.date(2026, 2, 28),
-    "lines": [{"sku": "s", "qty": None}],
-    "prices": {3: decimal.Decimal("1.250")},
-    "paid": False,
-    "raw": b"\0\xff",
-    "ratio": 0.25,
-    "score": None,
-}
 
 
 def derived(columns: list[str] | None = None, result: dict[str, Any] = RESULT) -> Any:

@@ -70,10 +70,22 @@ def derive(
     message = file.message_type.add(name=name)
     for column in columns:
         _add_field(file, message, by_name[column], path=(f".{PACKAGE}.{name}",), what=what)
+    _entries_last(message)
     imports = {dep for dep in file.dependency}
     file.ClearField("dependency")
     file.dependency.extend(sorted(imports))
     return file
+
+
+def _entries_last(message: descriptor_pb2.DescriptorProto) -> None:
+    """Nested messages in the order protoc gives them compiling `render`'s text (which writes
+    nested messages before fields): map entries after the others, so that the file registered
+    and the one encoded with have the same message indexes."""
+    nested = sorted(message.nested_type, key=lambda n: n.options.map_entry)  # stable
+    for inner in nested:
+        _entries_last(inner)
+    del message.nested_type[:]
+    message.nested_type.extend(nested)
 
 
 def _add_field(
@@ -132,8 +144,9 @@ def _add_map(
     _set_type(file, entry, value, kind["valueType"], path=entry_path, what=what, where=where)
     # A decimal's precision and scale go on the map field: `.proto` text has no place for an
     # entry value's options (protocolumns looks there).
-    field.options.CopyFrom(value.options)
-    value.ClearField("options")
+    if value.HasField("options"):
+        field.options.CopyFrom(value.options)
+        value.ClearField("options")
     field.label = _F.LABEL_REPEATED
     field.type = _F.TYPE_MESSAGE
     field.type_name = f"{'.'.join(path)}.{entry.name}"
