@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.schema_registry import SchemaRegistryClient
 from kubernetes.client.exceptions import ApiException
 
 from rillet_devstack import (
@@ -45,6 +46,7 @@ from rillet_devstack import node as devnode
 from rillet_devstack import stack as devstack
 from rillet_devstack.kafka import KafkaCluster
 from rillet_devstack.operating import OperatorProcess
+from rillet_devstack.schemaregistry import SchemaRegistryState
 from tests import conftest as shared
 from tests import hostsnapshot
 
@@ -529,3 +531,28 @@ def separate_kafka(root: Path, *, brokers: int = 1) -> Iterator[str]:
         yield bootstrap
     finally:
         cluster.kill_all()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(stack: devstack.StackState) -> SchemaRegistryState:
+    if stack.schema_registry is None:
+        pytest.fail(
+            "the stack runs without its schema registry: `rillet dev up --schema-registry`",
+            pytrace=False,
+        )
+    return stack.schema_registry
+
+
+@pytest.fixture
+def subject_topic(
+    kafka_prefix: str, schema_registry: SchemaRegistryState
+) -> Iterator[tuple[str, SchemaRegistryClient]]:
+    """A topic name of the test's own (no topic is made: serializers need none) and a client;
+    the topic's subjects are deleted afterwards, for good."""
+    topic = f"{kafka_prefix}-orders"
+    with SchemaRegistryClient(schema_registry.client_config()) as client:
+        yield topic, client
+        for subject in client.get_subjects():
+            if subject.startswith(topic):
+                client.delete_subject(subject)
+                client.delete_subject(subject, permanent=True)

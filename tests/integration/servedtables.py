@@ -11,6 +11,14 @@ from .conftest import Kube
 CLI = (sys.executable, "-m", "rillet.cli")
 
 
+def server_settings(operator_image: str) -> dict[str, str]:
+    """An operator's settings that run Table servers on the node with the stack's image."""
+    return {
+        "RILLET_TABLE_SERVER_IMAGE": operator_image,
+        "RILLET_TABLE_SERVER_IMAGE_PULL_POLICY": "Never",  # the node has it, no registry
+    }
+
+
 def table_get(
     kube: Kube, name: str, key: str, namespace: str, bootstrap: str | None
 ) -> subprocess.CompletedProcess[str]:

@@ -35,7 +35,7 @@ from .avroorders import ORDER, ORDER_V1
 from .conftest import Kube
 from .objects import apply, get, table, wait_condition
 from .polling import wait_for
-from .servedtables import ready_replicas, table_get
+from .servedtables import ready_replicas, server_settings, table_get
 from .wordcounts import C1_ONLY, SMALL, stalled
 
 TAKEN = {"type": "record", "name": "Other", "fields": [{"name": "id", "type": "string"}]}
@@ -127,13 +127,7 @@ def test_an_avro_tables_server_answers_json_logged_in_from_its_own_secret(
     registry = stack.schema_registry
     if registry is None:
         pytest.fail("the stack runs without its schema registry", pytrace=False)
-    own = lone_operator(
-        settings={
-            **registry.environment(),
-            "RILLET_TABLE_SERVER_IMAGE": operator_image,
-            "RILLET_TABLE_SERVER_IMAGE_PULL_POLICY": "Never",  # the node has it, no registry
-        }
-    )
+    own = lone_operator(settings={**registry.environment(), **server_settings(operator_image)})
     own.start()
     namespace = own.namespace_pattern
     name, topic = "orders-by-id", f"{kafka_prefix}-orders-by-id"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime
 import decimal
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,35 +35,9 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.message import Message
 
 from rillet.runtime.queries import protocompiling, protofiles, protorecords, protoschemas
-from rillet_devstack import stack as devstack
 from rillet_devstack.schemaregistry import SchemaRegistryState
 from tests import protoorders
 from tests.protoorders import ORDER, ORDER_ROW
-
-
-@pytest.fixture(scope="session")
-def schema_registry(stack: devstack.StackState) -> SchemaRegistryState:
-    if stack.schema_registry is None:
-        pytest.fail(
-            "the stack runs without its schema registry: `rillet dev up --schema-registry`",
-            pytrace=False,
-        )
-    return stack.schema_registry
-
-
-@pytest.fixture
-def subject_topic(
-    kafka_prefix: str, schema_registry: SchemaRegistryState
-) -> Iterator[tuple[str, SchemaRegistryClient]]:
-    """A topic name of the test's own (serializers need no topic) and a client; the topic's
-    subjects are deleted afterwards, for good."""
-    topic = f"{kafka_prefix}-protoorders"
-    with SchemaRegistryClient(schema_registry.client_config()) as client:
-        yield topic, client
-        for subject in client.get_subjects():
-            if subject.startswith(topic):
-                client.delete_subject(subject)
-                client.delete_subject(subject, permanent=True)
 
 
 def served_files(registry: SchemaRegistryState, schema_id: int) -> protofiles.ProtoFiles:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -35,31 +34,6 @@ from . import nodes
 from .avroorders import ORDER, ORDER_V1, with_field
 from .conftest import Kube
 from .objects import get
-
-
-@pytest.fixture(scope="session")
-def schema_registry(stack: devstack.StackState) -> SchemaRegistryState:
-    if stack.schema_registry is None:
-        pytest.fail(
-            "the stack runs without its schema registry: `rillet dev up --schema-registry`",
-            pytrace=False,
-        )
-    return stack.schema_registry
-
-
-@pytest.fixture
-def subject_topic(
-    kafka_prefix: str, schema_registry: SchemaRegistryState
-) -> Iterator[tuple[str, SchemaRegistryClient]]:
-    """A topic name of the test's own (no topic is made: serializers need none) and a client;
-    the topic's subjects are deleted afterwards, for good."""
-    topic = f"{kafka_prefix}-orders"
-    with SchemaRegistryClient(schema_registry.client_config()) as client:
-        yield topic, client
-        for subject in client.get_subjects():
-            if subject.startswith(topic):
-                client.delete_subject(subject)
-                client.delete_subject(subject, permanent=True)
 
 
 def test_avro_values_round_trip_and_evolve_under_backward_compatibility(

@@ -28,7 +28,7 @@ from rillet_devstack.operating import OperatorProcess
 from .conftest import Kube
 from .objects import apply, exists, get, table, wait_condition
 from .polling import wait_for
-from .servedtables import ready_replicas, table_get
+from .servedtables import ready_replicas, server_settings, table_get
 
 CLI = (sys.executable, "-m", "rillet.cli")
 
@@ -48,12 +48,7 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     operator_image: str,
     lone_operator: Callable[..., OperatorProcess],
 ) -> None:
-    own = lone_operator(
-        settings={
-            "RILLET_TABLE_SERVER_IMAGE": operator_image,
-            "RILLET_TABLE_SERVER_IMAGE_PULL_POLICY": "Never",  # the node has it, no registry
-        }
-    )
+    own = lone_operator(settings=server_settings(operator_image))
     own.start()
     namespace = own.namespace_pattern
     name, topic = "profiles", f"{kafka_prefix}-profiles"
