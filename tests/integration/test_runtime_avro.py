@@ -21,7 +21,7 @@ runs it):
   second App looks it up and joins it from a json input, and answers with the orders' values
   (the latest per id); a value of a version registered while it runs (AvroSerializer, a field
   added) is read too, the query planned again with it; `rillet table get` prints values as JSON,
-  each decoded with its own writer's schema;
+  each decoded with its own writer's schema, and `--watch` the value, then its deletion;
 - a registry that goes away (a TCP gate in front of it drops every connection) while a record
   of a version new to the App arrives: the App asks again and again, writes nothing, sends
   nothing to the dead-letter topic and does not fail; once the registry is back, the record
@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -50,7 +51,7 @@ from rillet_devstack import stack as devstack
 from rillet_devstack.schemaregistry import SchemaRegistryState
 
 from . import runtime_helpers as rt
-from . import tcpgate
+from . import tcpgate, watching
 from .avroorders import ORDER, ORDER_V1, with_field
 from .polling import wait_for
 
@@ -307,7 +308,16 @@ def test_an_avro_table_is_looked_up_joined_and_printed_as_json(
         "address": {"city": "Bergen"},
     }
     # Each value with its own writer's schema: 7's has the newer version's field.
-    assert json.loads(get("7").stdout) == {**json.loads(got.stdout), "id": 7, **moved_json}
+    seven = {**json.loads(got.stdout), "id": 7, **moved_json}
+    assert json.loads(get("7").stdout) == seven
+    watch = [sys.executable, "-m", "rillet.cli", "table", "get", "orders-by-id", "7", "-w"]
+    with watching.watched(
+        [*watch, "--file", str(manifest), "-b", kafka_bootstrap], env=rt.cli_env()
+    ) as lines:
+        key, value = next(lines).split("\t")
+        assert (key, json.loads(value)) == ("7", seven)
+        rt.produce(kafka_bootstrap, topics["orders-by-id"], [("7", None)])
+        assert next(lines) == "7\t(deleted)"
 
 
 def test_a_registry_that_goes_away_is_waited_for_not_taken_for_bad_data(

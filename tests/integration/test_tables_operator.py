@@ -18,17 +18,16 @@ from __future__ import annotations
 
 import json
 import os
-import select
-import signal
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
+from . import watching
 from .conftest import Kube
 from .kafka_reads import kafka_overrides, kafka_partitions
 from .objects import apply, condition, events, topic, wait_condition
@@ -203,84 +202,32 @@ def test_table_get_finds_the_table_through_the_cluster(
     assert elsewhere.returncode == 2
     assert f"no Table {name} in namespace default" in elsewhere.stderr
 
-    with subprocess.Popen(
-        [
-            *CLI,
+    command = [*CLI, "table", "get", name, '{"user": "u1"}', "-n", namespace]
+    with watching.watched(
+        [*command, "-b", kafka_bootstrap, "-w"],
+        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig)},
+    ) as lines:
+        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":3}'
+        producer.produce(kafka_name, key=b'{"user":"u2"}', value=b'{"user":"u2","n":1}')
+        producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":4}')
+        producer.produce(kafka_name, key=b'{"user":"u1"}', value=None)
+        assert producer.flush(30) == 0
+        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
+        assert next(lines) == '{"user":"u1"}\t(deleted)'
+        # A partition added while watching is read too (from its beginning).
+        kube.kubectl(
+            "patch",
             "table",
-            "get",
             name,
-            '{"user": "u1"}',
             "-n",
             namespace,
-            "-b",
-            kafka_bootstrap,
-            "-w",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "KUBECONFIG": str(kube.kubeconfig), "PYTHONUNBUFFERED": "1"},
-        # Ctrl-C as at a terminal: a run started in the background (nohup, `&`) inherits
-        # SIGINT ignored, and Python then never turns it into KeyboardInterrupt.
-        preexec_fn=_interruptible,
-    ) as watching:
-        try:
-            lines = _lines_of(watching)
-            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":3}'
-            producer.produce(kafka_name, key=b'{"user":"u2"}', value=b'{"user":"u2","n":1}')
-            producer.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":4}')
-            producer.produce(kafka_name, key=b'{"user":"u1"}', value=None)
-            assert producer.flush(30) == 0
-            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":4}'  # u2 is not watched
-            assert next(lines) == '{"user":"u1"}\t(deleted)'
-            # A partition added while watching is read too (from its beginning).
-            kube.kubectl(
-                "patch",
-                "table",
-                name,
-                "-n",
-                namespace,
-                "--type=merge",
-                "-p",
-                '{"spec": {"partitions": 2}}',
-            )
-            admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-            wait_for(lambda: kafka_partitions(admin, kafka_name) == 2, what="a second partition")
-            fresh = Producer({"bootstrap.servers": kafka_bootstrap})  # knows the new partition
-            fresh.produce(
-                kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":5}', partition=1
-            )
-            assert fresh.flush(30) == 0
-            assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
-        finally:
-            watching.send_signal(signal.SIGINT)
-            try:
-                _, errors = watching.communicate(timeout=30)  # reads the rest, closes the pipes
-            except subprocess.TimeoutExpired:
-                watching.kill()
-                watching.communicate()
-                raise AssertionError("rillet table get -w did not stop on SIGINT") from None
-    assert watching.returncode == 0, errors.decode()
-
-
-def _interruptible() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _lines_of(process: subprocess.Popen[bytes], *, timeout: float = 60) -> Iterator[str]:
-    """The process's output lines as they come; a line later than `timeout` s fails the test.
-
-    Read from the descriptor: several lines may come in one write, which a select() followed
-    by a buffered readline() would leave unseen in the stream's buffer."""
-    assert process.stdout is not None
-    descriptor, pending = process.stdout.fileno(), b""
-    while True:
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line.decode()
-        ready, _, _ = select.select([descriptor], [], [], timeout)
-        if not ready:
-            raise AssertionError(f"no output line within {timeout}s")
-        chunk = os.read(descriptor, 65536)
-        if not chunk:
-            raise AssertionError(f"the process ended (exit code {process.wait()})")
-        pending += chunk
+            "--type=merge",
+            "-p",
+            '{"spec": {"partitions": 2}}',
+        )
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        wait_for(lambda: kafka_partitions(admin, kafka_name) == 2, what="a second partition")
+        fresh = Producer({"bootstrap.servers": kafka_bootstrap})  # knows the new partition
+        fresh.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":5}', partition=1)
+        assert fresh.flush(30) == 0
+        assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
