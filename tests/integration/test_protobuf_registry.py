@@ -107,7 +107,7 @@ def test_a_schema_registered_as_text_is_served_as_text_and_compiles(
 
     compiled = served_files(schema_registry, text_id).main
     assert without_json_names(compiled, name=protoorders.NAME) == (
-        protoorders.order_file().SerializeToString()
+        protoorders.order_file().SerializeToString(deterministic=True)
     )
     value = protorecords.header(text_id, (0,)) + (
         protoorders.built_order(order_class(1)).SerializeToString()
@@ -135,7 +135,7 @@ def without_json_names(file: descriptor_pb2.FileDescriptorProto, *, name: str) -
         messages.extend(message.nested_type)
         for field in message.field:
             field.ClearField("json_name")
-    serialized: bytes = copy.SerializeToString()
+    serialized: bytes = copy.SerializeToString(deterministic=True)
     return serialized
 
 
@@ -196,7 +196,9 @@ def test_values_the_encoder_writes_with_a_derived_schema_read_back(
         == protorecords.header(schema_id, (0,))
         == b"\0" + schema_id.to_bytes(4, "big") + b"\0"
     )
-    assert without_json_names(served.main, name=file.name) == file.SerializeToString()
+    assert without_json_names(served.main, name=file.name) == file.SerializeToString(
+        deterministic=True
+    )
 
 
 def test_protoc_makes_of_a_derived_text_the_derived_file_and_names_mistakes() -> None:
@@ -205,7 +207,9 @@ def test_protoc_makes_of_a_derived_text_the_derived_file_and_names_mistakes() ->
         result, [f["name"] for f in result["fields"]], name="Every", what="output every: value"
     )
     compiled = protocompiling.compile_text(protoschemas.render(file), name="every.proto").main
-    assert without_json_names(compiled, name=file.name) == file.SerializeToString()
+    assert without_json_names(compiled, name=file.name) == file.SerializeToString(
+        deterministic=True
+    )
 
     broken = protoschemas.render(file).replace("int64 id = 1;", "int64 id = 1")
     with pytest.raises(protofiles.ProtoSchemaError) as refused:
