@@ -39,6 +39,16 @@ ORDER = {
     "note": None,
     "address": {"city": "Oslo"},
 }
+# ORDER as `rillet table get` and Table servers print it (tables.avrovalues): decimals as exact
+# strings, timestamps in ISO 8601.
+ORDER_JSON = {
+    "id": 7,
+    "amount": "12.34",
+    "at": "2026-01-02T03:04:05.678000+00:00",
+    "tags": ["a", "b"],
+    "note": None,
+    "address": {"city": "Oslo"},
+}
 
 
 def with_field(schema: dict[str, Any], field: dict[str, Any]) -> str:

@@ -47,7 +47,7 @@ from rillet.tables import watermarks
 from rillet_devstack import processes
 from rillet_devstack import stack as devstack
 
-from .avroorders import ORDER, ORDER_V1, with_field
+from .avroorders import ORDER, ORDER_JSON, ORDER_V1, with_field
 from .polling import wait_for
 
 CLI = (sys.executable, "-m", "rillet.cli")
@@ -63,15 +63,6 @@ LOOKUP_HEALTH_RATIO = 10.0
 # key a microsecond here) would take some 35 ms, far past LOOKUP_HEALTH_RATIO round trips.
 FILLER_KEYS = 40_000
 CHANNEL = {"name": "channel", "type": "string", "default": "web"}
-# ORDER as JSON: decimals as exact strings, timestamps in ISO 8601 (tables.avrovalues).
-ORDER_JSON = {
-    "id": 7,
-    "amount": "12.34",
-    "at": "2026-01-02T03:04:05.678000+00:00",
-    "tags": ["a", "b"],
-    "note": None,
-    "address": {"city": "Oslo"},
-}
 
 
 class TrackedProducer:
