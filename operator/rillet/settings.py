@@ -67,6 +67,12 @@ class SchemaRegistrySettings(BaseSettings):
     )
     username: str | None = Field(default=None, description="Basic-auth user; unset: none.")
     password: SecretStr | None = Field(default=None, description="Basic-auth password.")
+    request_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long one request waits for the registry's answer before it is asked "
+        "again: without it, a request the registry never answers waits forever.",
+    )
 
     @model_validator(mode="after")
     def _password_with_username(self) -> SchemaRegistrySettings:
@@ -87,7 +93,7 @@ class SchemaRegistrySettings(BaseSettings):
                 "no schema registry: set RILLET_SCHEMA_REGISTRY_URL (`rillet dev env` exports it "
                 "for the local stack)"
             )
-        config: dict[str, Any] = {"url": self.url}
+        config: dict[str, Any] = {"url": self.url, "timeout": self.request_timeout_seconds}
         username, password = (
             self.username,
             self.password.get_secret_value() if self.password else "",

@@ -38,6 +38,8 @@ COMPATIBILITY = "BACKWARD"
 HEAP = "256m"
 # Apicurio Registry 3 is compiled for Java 21 (class file version 65).
 JAVA_FEATURE = 21
+# Seconds a client request waits for the registry's answer.
+REQUEST_TIMEOUT_SECONDS = 10.0
 
 
 class SchemaRegistryState(BaseModel):
@@ -56,9 +58,15 @@ class SchemaRegistryState(BaseModel):
             "RILLET_SCHEMA_REGISTRY_PASSWORD": self.password,
         }
 
-    def client_config(self) -> dict[str, str]:
-        """confluent-kafka's SchemaRegistryClient configuration for it."""
-        return {"url": self.url, "basic.auth.user.info": f"{self.username}:{self.password}"}
+    def client_config(self) -> dict[str, Any]:
+        """confluent-kafka's SchemaRegistryClient configuration for it. With a timeout per
+        request (the client retries one that timed out): a CI run's test waited 15 minutes for
+        an answer the registry's log says it gave."""
+        return {
+            "url": self.url,
+            "basic.auth.user.info": f"{self.username}:{self.password}",
+            "timeout": REQUEST_TIMEOUT_SECONDS,
+        }
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ from rillet_devstack.schemaregistry import SchemaRegistryState
 from tests import conftest as shared
 from tests import hostsnapshot
 
-from . import isolation
+from . import diagnosing, isolation
 from .kubeapi import KubeApi
 
 # Inherited by every process a test starts: one still running at the end is found by it.
@@ -240,6 +240,12 @@ def pytest_runtest_makereport(
     report = yield
     if report.when == "call":
         item.stash[_CALL_REPORT] = report
+    if report.failed and _POD_FIXTURES & set(getattr(item, "fixturenames", ())):
+        funcargs = getattr(item, "funcargs", {})
+        if (stack := funcargs.get("stack")) is not None:
+            kube = funcargs.get("kube") or Kube(kubeconfig=stack.kubeconfig)
+            story = diagnosing.cluster_story(kube, stack.kafka_bootstrap)
+            report.sections.append(("the cluster when it failed", story))
     return report
 
 

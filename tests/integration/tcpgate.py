@@ -3,7 +3,9 @@
 Open, the gate forwards each connection to the server. Closed, it drops every connection: those
 open (a client's pooled keep-alive connection would otherwise go on working) and each new one
 the moment it is accepted, as clients see a server that went away; it counts the new ones, so a
-test knows a client tried while it was closed.
+test knows a client tried while it was closed. Silent, it drops those open too, but holds each
+new one without a word, as a server that took a request and never answers: a client without a
+timeout waits forever.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ class TcpGate:
         self._lock = threading.Lock()
         self._live: list[socket.socket] = []
         self.dropped = 0  # connections accepted, and dropped, while closed
+        self._silent = False
+        self._held: list[socket.socket] = []  # accepted while silent, never answered
         self._acceptor = threading.Thread(target=self._accept, name="tcp-gate", daemon=True)
         self._acceptor.start()
 
@@ -39,8 +43,19 @@ class TcpGate:
         for sock in live:
             _hang_up(sock)
 
+    def silence(self) -> None:
+        """Drop every connection, and hold each new one unanswered, until `open`."""
+        self._silent = True
+        self.close()
+
+    @property
+    def held(self) -> int:
+        """How many connections were held unanswered."""
+        return len(self._held)
+
     def open(self) -> None:
-        """Forward connections again."""
+        """Forward new connections again (those held stay unanswered)."""
+        self._silent = False
         self._open.set()
 
     def stop(self) -> None:
@@ -48,12 +63,17 @@ class TcpGate:
         self.close()
         self._acceptor.join(timeout=10)
         self._listener.close()
+        for sock in self._held:
+            _hang_up(sock)
 
     def _accept(self) -> None:
         while not self._stopped.is_set():
             try:
                 client, _ = self._listener.accept()
             except TimeoutError:
+                continue
+            if not self._open.is_set() and self._silent:
+                self._held.append(client)
                 continue
             if not self._open.is_set():
                 self.dropped += 1

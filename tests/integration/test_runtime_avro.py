@@ -350,7 +350,7 @@ def test_a_registry_that_goes_away_is_waited_for_not_taken_for_bad_data(
             bootstrap=kafka_bootstrap,
             checkpoint=tmp_path / "ck",
             available_now=False,
-            schema_registry=runspecs.SchemaRegistry(url=through_gate),
+            schema_registry=runspecs.SchemaRegistry(url=through_gate, request_timeout_seconds=2),
         )
         with rt.driven(spec) as driver:
             wait_for(lambda: len(written()) == 1, timeout=180, what="the App's first record")
@@ -366,6 +366,22 @@ def test_a_registry_that_goes_away_is_waited_for_not_taken_for_bad_data(
                 what="the driver to ask again and again",
             )
             assert gate.dropped >= 2
+
+            # A registry that takes the request and never answers: the request times out
+            # and is asked again (it used to wait forever, and the App with it).
+            gate.silence()
+            caplog.clear()
+            wait_for(
+                lambda: (
+                    gate.held >= 1
+                    and any(
+                        "unreachable" in r.getMessage() and "Timeout" in r.getMessage()
+                        for r in caplog.records
+                    )
+                ),
+                timeout=120,
+                what="the driver to give up on an unanswered request and ask again",
+            )
 
             assert len(written()) == 1
             assert rt.read_topic(kafka_bootstrap, topics["orders-dlq"]) == []

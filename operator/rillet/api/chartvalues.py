@@ -86,6 +86,12 @@ class SchemaRegistry(ChartModel):
         "`<table>-server-schema-registry` of each served avro Table, mounted by its server: "
         "credentials never go in values.",
     )
+    request_timeout_seconds: float = Field(
+        default=10,
+        gt=0,
+        description="How long one request of a driver to the registry waits for its answer "
+        "before it is asked again.",
+    )
 
 
 class Operator(ChartModel):

@@ -59,6 +59,9 @@ class SchemaRegistry(_Frozen):
 
     url: str = Field(description="Base URL of the Confluent-compatible API.")
     credentials_dir: str | None = Field(default=None, description="Absent: no credentials.")
+    request_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="How long one request waits for an answer."
+    )
 
 
 class AvroSpec(_Frozen):

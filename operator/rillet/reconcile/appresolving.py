@@ -78,7 +78,9 @@ def schema_registry(
     if not settings.url:  # unset, or set empty
         return None
     return runspecs.SchemaRegistry(
-        url=settings.url, credentials_dir=credentials_dir if settings.username else None
+        url=settings.url,
+        credentials_dir=credentials_dir if settings.username else None,
+        request_timeout_seconds=settings.request_timeout_seconds,
     )
 
 

@@ -53,7 +53,9 @@ def _outage(error: BaseException) -> bool:
 
 def client_config(registry: runspecs.SchemaRegistry) -> dict[str, Any]:
     """The registry client's settings, credentials included (never logged)."""
-    config: dict[str, Any] = {"url": registry.url}
+    # Without a timeout, a request the registry took but never answered waited forever (seen
+    # with Apicurio: its log has the answer, the client never got it); a timeout is retried.
+    config: dict[str, Any] = {"url": registry.url, "timeout": registry.request_timeout_seconds}
     if registry.credentials_dir is not None:
         directory = Path(registry.credentials_dir)
         username = (directory / "username").read_text().strip()
