@@ -17,7 +17,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
-from rillet.api.v1alpha1 import appflows, appresources, fields, tables
+from rillet.api.v1alpha1 import appflows, appoutputs, appresources, fields, tables
 
 # The version of the run spec's meaning: raise it when a driver of the previous version would
 # run a run spec of this one wrongly (a field it cannot ignore), not when a field with a
@@ -122,7 +122,7 @@ class OutputSpec(_Frozen):
     result: str | None = Field(default=None, description="The result (view) to write.")
     key_columns: tuple[str, ...] = ()
     value_columns: tuple[str, ...] | None = None
-    mode: appflows.OutputMode
+    mode: appoutputs.OutputMode
     key_format: fields.Format = "string"
     value_format: fields.Format = "json"
     key_avro: AvroSpec | None = Field(default=None, description="For keyFormat avro.")

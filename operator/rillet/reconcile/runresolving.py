@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rillet.api.v1alpha1 import appflows, appresources, apps, fields, tables, topics
+from rillet.api.v1alpha1 import appflows, appoutputs, appresources, apps, fields, tables, topics
 from rillet.driverapi import runspecs
 from rillet.reconcile import avrospecs, naming, sparkdefaults
 
@@ -169,7 +169,7 @@ def _table_input(item: appflows.Input, table: tables.Table) -> runspecs.InputSpe
 
 
 def build_output(
-    item: appflows.Output,
+    item: appoutputs.Output,
     *,
     topics_by_name: Mapping[str, topics.Topic],
     tables_by_name: Mapping[str, tables.Table],
