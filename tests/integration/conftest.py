@@ -32,6 +32,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from kubernetes.client.exceptions import ApiException
 
+from rillet.driverapi import runspecs
 from rillet_devstack import (
     extranoderunning,
     extranodes,
@@ -562,3 +563,22 @@ def subject_topic(
             if subject.startswith(topic):
                 client.delete_subject(subject)
                 client.delete_subject(subject, permanent=True)
+
+
+@pytest.fixture
+def registry(
+    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[runspecs.SchemaRegistry, SchemaRegistryClient]]:
+    """The stack's registry as a run spec names it (its credentials in the environment, as
+    `rillet run` reads them), and a client; the test's subjects are deleted afterwards."""
+    state: SchemaRegistryState | None = stack.schema_registry
+    if state is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    for name, value in state.environment().items():
+        monkeypatch.setenv(name, value)
+    with SchemaRegistryClient(state.client_config()) as client:
+        before = set(client.get_subjects())
+        yield runspecs.SchemaRegistry(url=state.url), client
+        for subject in set(client.get_subjects()) - before:
+            client.delete_subject(subject)
+            client.delete_subject(subject, permanent=True)

@@ -100,6 +100,9 @@ def app_output(**fields: Any) -> dict[str, Any]:
     return merged({"topicRef": {"name": "out"}}, fields)
 
 
+# An inline Protobuf schema (its text is the driver's to compile: the apiserver takes any).
+PROTO = 'syntax = "proto3";\npackage shop;\nmessage Order { int64 id = 1; }\n'
+
 CASES: tuple[Case, ...] = (
     # --- Topic: types, ranges, required fields
     Case("topic-partitions-string", topic({"partitions": "three"}), "spec.partitions"),
@@ -416,6 +419,29 @@ CASES: tuple[Case, ...] = (
         "avro applies only to avro inputs",
     ),
     Case(
+        "app-input-protobuf-for-avro",
+        app({"inputs": [app_input(schema=DROP, format="avro", protobuf={"version": 1})]}),
+        "protobuf applies only to protobuf inputs",
+    ),
+    Case(
+        "app-input-protobuf-table",
+        app(
+            {
+                "inputs": [
+                    app_input(
+                        topicRef=DROP, schema=DROP, tableRef={"name": "counts"}, format="protobuf"
+                    )
+                ]
+            }
+        ),
+        "format protobuf is for topic inputs",
+    ),
+    Case(
+        "app-input-protobuf-schema-without-message",
+        app({"inputs": [app_input(schema=DROP, format="protobuf", protobuf={"schema": PROTO})]}),
+        "an inline Protobuf schema needs the message read or written",
+    ),
+    Case(
         "app-input-name-not-identifier",
         app({"inputs": [app_input(name="click-stream")]}),
         "spec.inputs[0].name in body should match",
@@ -590,8 +616,48 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "app-output-value-format-enum",
-        app({"outputs": [app_output(valueFormat="protobuf")]}),
-        'spec.outputs[0].valueFormat: Unsupported value: "protobuf"',
+        app({"outputs": [app_output(valueFormat="thrift")]}),
+        'spec.outputs[0].valueFormat: Unsupported value: "thrift"',
+    ),
+    Case(
+        "app-output-key-protobuf-without-protobuf-key",
+        app({"outputs": [app_output(keyColumns=["word"], keyProtobuf={"subject": "k"})]}),
+        "keyProtobuf applies only to keyFormat protobuf",
+    ),
+    Case(
+        "app-output-value-protobuf-for-avro",
+        app({"outputs": [app_output(valueFormat="avro", valueProtobuf={"version": 2})]}),
+        "valueProtobuf applies only to valueFormat protobuf",
+    ),
+    Case(
+        "app-output-protobuf-schema-and-version",
+        app(
+            {
+                "outputs": [
+                    app_output(
+                        valueFormat="protobuf",
+                        valueProtobuf={"schema": PROTO, "message": "shop.Order", "version": 1},
+                    )
+                ]
+            }
+        ),
+        "give the Protobuf schema inline (schema) or name a registered version (version)",
+    ),
+    Case(
+        "app-output-protobuf-schema-without-message",
+        app({"outputs": [app_output(valueFormat="protobuf", valueProtobuf={"schema": PROTO})]}),
+        "an inline Protobuf schema needs the message read or written",
+    ),
+    Case(
+        "app-output-protobuf-message-not-a-name",
+        app(
+            {
+                "outputs": [
+                    app_output(valueFormat="protobuf", valueProtobuf={"message": "shop/Order"})
+                ]
+            }
+        ),
+        "spec.outputs[0].valueProtobuf.message in body should match",
     ),
     Case(
         "app-output-key-avro-without-avro-key",

@@ -34,7 +34,6 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -47,8 +46,6 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerialize
 from confluent_kafka.serialization import MessageField, SerializationContext
 
 from rillet.driverapi import runspecs, terminations
-from rillet_devstack import stack as devstack
-from rillet_devstack.schemaregistry import SchemaRegistryState
 
 from . import runtime_helpers as rt
 from . import tcpgate, watching
@@ -57,25 +54,6 @@ from .polling import wait_for
 
 CHANNEL = {"name": "channel", "type": "string", "default": "web"}
 PRIORITY = {"name": "priority", "type": "int", "default": 0}
-
-
-@pytest.fixture
-def registry(
-    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[runspecs.SchemaRegistry, SchemaRegistryClient]]:
-    """The stack's registry as a run spec names it (its credentials in the environment, as
-    `rillet run` reads them), and a client; the test's subjects are deleted afterwards."""
-    state: SchemaRegistryState | None = stack.schema_registry
-    if state is None:
-        pytest.fail("the stack runs without its schema registry", pytrace=False)
-    for name, value in state.environment().items():
-        monkeypatch.setenv(name, value)
-    with SchemaRegistryClient(state.client_config()) as client:
-        before = set(client.get_subjects())
-        yield runspecs.SchemaRegistry(url=state.url), client
-        for subject in set(client.get_subjects()) - before:
-            client.delete_subject(subject)
-            client.delete_subject(subject, permanent=True)
 
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "avro-orders.yaml"

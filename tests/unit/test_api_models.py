@@ -21,6 +21,7 @@ import yaml
 
 from rillet.api.v1alpha1 import (
     appflows,
+    appoutputs,
     appresources,
     apps,
     conditions,
@@ -98,7 +99,7 @@ def test_wire_names_are_camel_case_and_python_names_snake_case() -> None:
 
 
 def test_python_keywords_keep_their_wire_names() -> None:
-    output = appflows.Output.model_validate({"topicRef": {"name": "out"}, "from": "totals"})
+    output = appoutputs.Output.model_validate({"topicRef": {"name": "out"}, "from": "totals"})
     table = tables.TableSpec.model_validate({"global": True})
     inp = appflows.Input.model_validate({"name": "a", "topicRef": {"name": "a"}, "schema": "x INT"})
 

@@ -1,4 +1,5 @@
-"""The operator's schema registry reaching Avro Apps' drivers, and its credentials kept secret.
+"""The operator's schema registry reaching the drivers of Avro (and Protobuf) Apps, and its
+credentials kept secret.
 
 Test plan:
 - settings: the password is hidden in repr, str and dumps; a username without a password is
@@ -15,6 +16,8 @@ Test plan:
   password is nowhere else in what it sends (env, args, ConfigMaps, annotations); a new
   password is written over the operator's own Secret; a Secret of that name the operator did
   not make is neither written nor taken over: the App is InvalidSpec naming it.
+- Protobuf: the InvalidSpec and Secret cases again, with a protobuf input, output key or
+  output value.
 """
 
 from __future__ import annotations
@@ -46,12 +49,19 @@ NO_CREDENTIALS = SchemaRegistrySettings(url=URL, username=None, password=None)
 NO_REGISTRY = SchemaRegistrySettings(url=None, username=None, password=None)
 SECRET = "wordcount-schema-registry"
 AVRO_OUTPUT = {"topicRef": {"name": "sentences"}, "keyColumns": ["word"]}
-# An Avro input, an Avro output key, an Avro output value.
+# An Avro input, an Avro output key, an Avro output value; the same in Protobuf.
 AVRO_CHANGES = {
     "input": lambda app: app["spec"]["inputs"][0].update(format="avro"),
     "output key": lambda app: app["spec"]["outputs"].append({**AVRO_OUTPUT, "keyFormat": "avro"}),
     "output value": lambda app: app["spec"]["outputs"].append(
         {**AVRO_OUTPUT, "valueFormat": "avro"}
+    ),
+    "protobuf input": lambda app: app["spec"]["inputs"][0].update(format="protobuf"),
+    "protobuf output key": lambda app: app["spec"]["outputs"].append(
+        {**AVRO_OUTPUT, "keyFormat": "protobuf"}
+    ),
+    "protobuf output value": lambda app: app["spec"]["outputs"].append(
+        {**AVRO_OUTPUT, "valueFormat": "protobuf"}
     ),
 }
 
@@ -127,8 +137,9 @@ def test_without_a_username_the_driver_gets_the_url_alone() -> None:
     assert SECRET not in json.dumps(objects.stateful_set)
 
 
-def test_an_avro_app_without_a_registry_is_invalid_spec_saying_what_to_set() -> None:
-    app, resolution = _resolve(NO_REGISTRY)
+@pytest.mark.parametrize("avro", ["input", "protobuf input"])
+def test_an_avro_app_without_a_registry_is_invalid_spec_saying_what_to_set(avro: str) -> None:
+    app, resolution = _resolve(NO_REGISTRY, avro=avro)
 
     report = appobserving.derive_report(
         app, resolution, driver_pod=None, executor_pods=[], at=datetime.now(UTC)

@@ -17,7 +17,7 @@ import pydantic
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field
 
-from rillet.api.v1alpha1 import appflows, appresources, fields, tables
+from rillet.api.v1alpha1 import appflows, appoutputs, appresources, fields, tables
 
 # The version of the run spec's meaning: raise it when a driver of the previous version would
 # run a run spec of this one wrongly (a field it cannot ignore), not when a field with a
@@ -77,6 +77,22 @@ class AvroSpec(_Frozen):
     )
 
 
+class ProtobufSpec(_Frozen):
+    """Where a Protobuf key's or value's schema comes from (recordschemas.ProtobufSchema), with
+    the subject resolved; the driver reads the registry (and compiles text) at start."""
+
+    subject: str = Field(description="The registry subject (<topic>-value by default).")
+    inline_schema: str | None = Field(default=None, description="The schema as .proto text.")
+    message: str | None = Field(
+        default=None, description="The message's full name; absent: the schema's first."
+    )
+    version: int | None = Field(
+        default=None,
+        description="A registered version of the subject; absent: reading, the latest; "
+        "writing, the inline or derived schema, registered.",
+    )
+
+
 class EventTimeSpec(_Frozen):
     """An input's event-time column and allowed lateness (Spark's watermark delay)."""
 
@@ -100,6 +116,9 @@ class InputSpec(_Frozen):
     format: fields.Format = Field(description="Encoding of the record values.")
     value_schema: str | None = Field(default=None, description="Spark DDL of json values.")
     avro: AvroSpec | None = Field(default=None, description="The reader schema of avro values.")
+    protobuf: ProtobufSpec | None = Field(
+        default=None, description="The reader schema and message of protobuf values."
+    )
     starting_offsets: appflows.StartingOffsets = "latest"
     key_format: fields.Format = Field(default="string", description="Encoding of record keys.")
     window: WindowSpec | None = None
@@ -125,11 +144,15 @@ class OutputSpec(_Frozen):
     result: str | None = Field(default=None, description="The result (view) to write.")
     key_columns: tuple[str, ...] = ()
     value_columns: tuple[str, ...] | None = None
-    mode: appflows.OutputMode
+    mode: appoutputs.OutputMode
     key_format: fields.Format = "string"
     value_format: fields.Format = "json"
     key_avro: AvroSpec | None = Field(default=None, description="For keyFormat avro.")
     value_avro: AvroSpec | None = Field(default=None, description="For valueFormat avro.")
+    key_protobuf: ProtobufSpec | None = Field(default=None, description="For keyFormat protobuf.")
+    value_protobuf: ProtobufSpec | None = Field(
+        default=None, description="For valueFormat protobuf."
+    )
     window: WindowSpec | None = None
     exactly_once: bool = Field(default=False, description="Written in Kafka transactions.")
 
@@ -173,7 +196,7 @@ class RunSpec(_Frozen):
     )
     kafka_login: KafkaLogin | None = None
     schema_registry: SchemaRegistry | None = Field(
-        default=None, description="The schema registry, for avro keys and values."
+        default=None, description="The schema registry, for avro and protobuf keys and values."
     )
     checkpoint_location: str
     checkpoint_on_loss: appresources.CheckpointLossPolicy = Field(

@@ -1,12 +1,14 @@
-"""The schema registry's credentials in each Avro App's namespace, from the operator's own.
+"""The schema registry's credentials in the namespace of each App with Avro or Protobuf, from
+the operator's own.
 
-Pods mount only Secrets of their own namespace, so an App that reads or writes Avro gets the
-Secret `<app>-schema-registry` (built without data: reconcile.appobjects.registrycredentials),
-holding the username and password the operator was given (RILLET_SCHEMA_REGISTRY_*, from the
-chart's `schemaRegistry.existingSecret`). Each reconcile applies it, with its data, before the
-App's other objects, so its data follows the operator's credentials: a rotation reaches every
-App when the operator restarts with the new ones (it resumes each App). A Secret of that name
-that the operator did not make is never written, nor taken over.
+Pods mount only Secrets of their own namespace, so an App that reads or writes Avro or Protobuf
+gets the Secret `<app>-schema-registry` (built without data:
+reconcile.appobjects.registrycredentials), holding the username and password the operator was
+given (RILLET_SCHEMA_REGISTRY_*, from the chart's `schemaRegistry.existingSecret`). Each
+reconcile applies it, with its data, before the App's other objects, so its data follows the
+operator's credentials: a rotation reaches every App when the operator restarts with the new
+ones (it resumes each App). A Secret of that name that the operator did not make is never
+written, nor taken over.
 """
 
 from __future__ import annotations

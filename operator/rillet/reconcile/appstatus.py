@@ -18,8 +18,8 @@ Where an App stands, first match wins:
   with the choices it names), from its first exit on; likewise Kafka refusing the App's
   principal a topic (KafkaAccessDenied, naming the principal and the topics), refusing a
   run spec of another contract version (DriverContractMismatch: operator and runtime image
-  of different releases, saying which to change), and the schema registry refusing an Avro
-  schema (SchemaRegistryRefused, naming the subject, with the registry's message);
+  of different releases, saying which to change), and the schema registry refusing an Avro or
+  Protobuf schema (SchemaRegistryRefused, naming the subject, with the registry's message);
 - the driver crash-looping: Failed, Stalled (DriverCrashLooping, with its error's last line);
 - the driver not ready yet: Pending, Reconciling (DriverStarting), saying what it waits for
   (the scheduler's reason it fits no node, the scheduler, the kubelet, its container);
@@ -70,8 +70,8 @@ KAFKA_ACCESS_DENIED_ERROR: Final = f"{KAFKA_ACCESS_DENIED}: "
 # runtime image come from different releases): how its termination message starts then.
 DRIVER_CONTRACT_MISMATCH: Final = "DriverContractMismatch"
 CONTRACT_MISMATCH_ERROR: Final = f"{runspecs.ContractMismatchError.__qualname__}: "
-# The schema registry refused an Avro schema of the App (incompatible with its subject, or a
-# subject or version missing): how the driver's termination message starts then.
+# The schema registry refused an Avro or Protobuf schema of the App (incompatible with its
+# subject, or a subject or version missing): how the driver's termination message starts then.
 SCHEMA_REGISTRY_REFUSED: Final = "SchemaRegistryRefused"
 SCHEMA_REGISTRY_REFUSED_ERROR: Final = f"{terminations.SchemaRegistryRefusedError.__qualname__}: "
 RUNNING: Final = "Running"

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from rillet.api.v1alpha1 import appflows, appresources, apps, fields, tables, topics
+from rillet.api.v1alpha1 import appflows, appoutputs, appresources, apps, fields, tables, topics
 from rillet.driverapi import runspecs
-from rillet.reconcile import avrospecs, naming, sparkdefaults
+from rillet.reconcile import avrospecs, naming, protospecs, sparkdefaults
 
 DEFAULT_SHUFFLE_PARTITIONS = 8
 DEFAULT_NAMESPACE = "default"
@@ -106,6 +106,11 @@ def build_input(
             if item.format == "avro"
             else None
         ),
+        protobuf=(
+            protospecs.protobuf_spec(item.protobuf, topic=name, part="value")
+            if item.format == "protobuf"
+            else None
+        ),
         starting_offsets=item.starting_offsets,
         partitions=partitions,
         event_time=_event_time(item.event_time),
@@ -169,7 +174,7 @@ def _table_input(item: appflows.Input, table: tables.Table) -> runspecs.InputSpe
 
 
 def build_output(
-    item: appflows.Output,
+    item: appoutputs.Output,
     *,
     topics_by_name: Mapping[str, topics.Topic],
     tables_by_name: Mapping[str, tables.Table],
@@ -222,13 +227,24 @@ def build_output(
             if item.value_format == "avro"
             else None
         ),
+        key_protobuf=(
+            protospecs.protobuf_spec(item.key_protobuf, topic=topic, part="key")
+            if key_format == "protobuf"
+            else None
+        ),
+        value_protobuf=(
+            protospecs.protobuf_spec(item.value_protobuf, topic=topic, part="value")
+            if item.value_format == "protobuf"
+            else None
+        ),
         exactly_once=item.delivery == "ExactlyOnce",
     )
 
 
 def _key_format(declared: fields.Format, keys: tuple[str, ...], *, windowed: bool) -> fields.Format:
-    """Several key columns, or a window in the key, are JSON-encoded unless Avro is asked for."""
-    if declared == "avro":
+    """Several key columns, or a window in the key, are JSON-encoded unless Avro or Protobuf
+    is asked for."""
+    if declared in ("avro", "protobuf"):
         return declared
     return "json" if len(keys) > 1 or windowed else declared
 
@@ -277,7 +293,7 @@ def build_run_spec(
     `checkpoint_location` is where the operator (or `rillet run`) keeps the App's checkpoint when
     the App does not say; the App's own `checkpoint.location` wins. `namespace`, when given,
     wins over metadata.namespace (which a manifest file often leaves out). `schema_registry`
-    goes into the run spec only when the App reads or writes Avro.
+    goes into the run spec only when the App reads or writes Avro or Protobuf.
     """
     problems = missing_references(app, topics_by_name=topics_by_name, tables_by_name=tables_by_name)
     if problems:
@@ -292,9 +308,12 @@ def build_run_spec(
     inputs, outputs = _build_streams(
         spec, topics_by_name=topics_by_name, tables_by_name=tables_by_name
     )
-    avro_problems = avrospecs.problems(inputs, outputs, registry=schema_registry)
-    if avro_problems:
-        raise UnresolvedError(avro_problems)
+    registry_problems = [
+        *avrospecs.problems(inputs, outputs, registry=schema_registry),
+        *protospecs.problems(inputs, outputs, registry=schema_registry),
+    ]
+    if registry_problems:
+        raise UnresolvedError(registry_problems)
     spark_conf = dict(spec.spark_conf or {})
     return runspecs.RunSpec(
         app=name,
@@ -303,9 +322,9 @@ def build_run_spec(
         bootstrap_servers=bootstrap_servers,
         kafka_config=dict(kafka_config or {}),
         kafka_login=kafka_login,
-        # Only for Avro: the run spec is hashed into the driver's pod template, so a registry
-        # set or moved would otherwise restart every App, those that never ask it too.
-        schema_registry=schema_registry if avrospecs.uses_avro(inputs, outputs) else None,
+        # Only for Avro and Protobuf: the run spec is hashed into the driver's pod template, so a
+        # registry set or moved would otherwise restart every App, those that never ask it too.
+        schema_registry=schema_registry if protospecs.uses_registry(inputs, outputs) else None,
         checkpoint_location=location,
         checkpoint_on_loss=spec.checkpoint.on_loss if spec.checkpoint else "Stall",
         inputs=inputs,

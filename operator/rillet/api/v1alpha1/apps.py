@@ -5,9 +5,9 @@ pipeline (Spark SQL over those views, or a Python function), and writes the resu
 Tables. The operator runs the Spark driver, scales executors on Kafka lag between
 `scaling.minExecutors` and `scaling.maxExecutors`, and reports progress in `status`.
 
-The parts of the spec are in `appflows` (inputs, pipeline, outputs) and `appresources` (scaling,
-resources, checkpoint, trigger); this module holds the App as a whole: its name rule, the Spark
-settings it may not set, its spec and its status.
+The parts of the spec are in `appflows` (inputs, pipeline), `appoutputs` (outputs, dead-letter
+topic) and `appresources` (scaling, resources, checkpoint, trigger); this module holds the App
+as a whole: its name rule, the Spark settings it may not set, its spec and its status.
 """
 
 from __future__ import annotations
@@ -19,7 +19,15 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from rillet.api.v1alpha1 import appflows, appresources, conditions, fields, objects, rules
+from rillet.api.v1alpha1 import (
+    appflows,
+    appoutputs,
+    appresources,
+    conditions,
+    fields,
+    objects,
+    rules,
+)
 
 # Spark settings Rillet derives from the App (or from where it runs): a user value would be
 # overwritten or would break the driver, so the apiserver refuses them.
@@ -163,7 +171,7 @@ class AppSpec(objects.WireModel):
             raise ValueError(f"input names must be unique: {', '.join(duplicates)} is repeated")
         return inputs
 
-    outputs: Annotated[list[appflows.Output], Field(min_length=1, max_length=16)] = Field(
+    outputs: Annotated[list[appoutputs.Output], Field(min_length=1, max_length=16)] = Field(
         description="Topics and Tables the results are written to.",
     )
     scaling: appresources.Scaling = Field(
@@ -203,7 +211,7 @@ class AppSpec(objects.WireModel):
         "manages (spark.master, spark.executor.*, spark.kubernetes.namespace, ...) "
         "are refused.",
     )
-    dead_letter_topic: appflows.DeadLetter | None = Field(
+    dead_letter_topic: appoutputs.DeadLetter | None = Field(
         default=None,
         description="Where records that fail to process go. Absent: a failure stops the App.",
     )

@@ -151,16 +151,16 @@ DELETION_POLICY_DESCRIPTION = (
     "topic and its data; Delete deletes the topic."
 )
 
-# How the bytes of a Kafka record key or value are read and written. Avro is in the Confluent
-# wire format, with its schemas in the schema registry (recordschemas).
-Format = Literal["json", "string", "bytes", "avro"]
+# How the bytes of a Kafka record key or value are read and written. Avro and Protobuf are in
+# the Confluent wire format, with their schemas in the schema registry (recordschemas).
+Format = Literal["json", "string", "bytes", "avro", "protobuf"]
 # The formats of a Table's keys: lookups and Table servers find a key by its bytes, which an
 # Avro key's schema id would make differ between writer and reader.
 TableFormat = Literal["json", "string", "bytes"]
 # The formats of a Table's values (Table servers and `rillet table get` print them as JSON).
 TableValueFormat = Literal["json", "string", "bytes", "avro"]
 # Formats whose one key or value holds several columns.
-STRUCTURED_FORMATS = ("avro", "json")
+STRUCTURED_FORMATS = ("avro", "json", "protobuf")
 
 
 class LocalObjectReference(objects.WireModel):

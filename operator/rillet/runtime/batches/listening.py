@@ -28,6 +28,16 @@ log = logging.getLogger(__name__)
 BatchHandler = Callable[[progress.BatchProgress], None]
 
 
+def only(names: set[str], handler: BatchHandler) -> BatchHandler:
+    """A handler that ignores batches of other Apps' queries in the same session."""
+
+    def handle(batch: progress.BatchProgress) -> None:
+        if batch.query in names:
+            handler(batch)
+
+    return handle
+
+
 class ProgressListener(StreamingQueryListener):
     """Parses each progress event and passes it to the handlers, in order."""
 

@@ -1,12 +1,13 @@
 """The driver of one App: start its queries, report their progress, stop them cleanly.
 
 `Driver` wires the pieces: the inputs as views (`reading`), the pipeline (`pipelines`), one
-query per output and per dead-letter stream (`writing`), the Avro schemas they are planned with
-(`schemacatalog`: a query stopped by a schema id it did not know is planned again once the
-registry was asked), and a listener that, after every batch, commits the processed offsets to
-the App's consumer group (`committing`) and updates the Prometheus metrics (`metrics`). `run`
-is the whole life of a driver process: session, start, wait until the queries end, fail or a
-stop is asked for (SIGTERM, SIGINT), then stop each query at a batch boundary.
+query per output and per dead-letter stream (`writing`), the Avro and Protobuf schemas they are
+planned with (`schemacatalog`: a query stopped by a schema id it did not know is planned again
+once the registry was asked), and a listener that, after every batch, commits the processed
+offsets to the App's consumer group (`committing`) and updates the Prometheus metrics
+(`metrics`). `run` is the whole life of a driver process: session, start, wait until the
+queries end, fail or a stop is asked for (SIGTERM, SIGINT), then stop each query at a batch
+boundary.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from rillet.runtime import jvm
 from rillet.runtime.batches import committing, listening, metrics, progress
 from rillet.runtime.driver import checkpoints, driverlock, querystates, schemacatalog, warmup
 from rillet.runtime.jvm import classsharing
-from rillet.runtime.queries import avrorecords, options, pipelines, reading, records, writing
+from rillet.runtime.queries import (
+    avrorecords,
+    options,
+    pipelines,
+    protorecords,
+    reading,
+    records,
+    writing,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +108,7 @@ class Plan:
     outputs: list[tuple[runspecs.OutputSpec, DataFrame]]
     bad_records: dict[str, DataFrame]
     avro: dict[str, records.AvroEncodings]  # by output id
+    protobuf: dict[str, protorecords.ProtoEncodings]  # by output id
 
 
 class Driver:
@@ -126,18 +136,21 @@ class Driver:
 
     def plan(self) -> Plan:
         """Build every DataFrame and check every output against its result, starting nothing
-        (registering the outputs' Avro schemas)."""
+        (registering the outputs' Avro and Protobuf schemas)."""
         catalog = self.catalog
         readings = catalog.readings(self.spec) if catalog is not None else {}
-        inputs = reading.read_inputs(self.spark, self.spec, readings)
+        protobuf = catalog.proto_readings(self.spec) if catalog is not None else {}
+        inputs = reading.read_inputs(self.spark, self.spec, readings, protobuf)
         results = pipelines.run_pipeline(self.spark, self.spec.pipeline, inputs.views)
         frames = [(output, results.get(output.result)) for output in self.spec.outputs]
-        avro = {}
+        avro, encoded = {}, {}
         for output, frame in frames:
             if catalog is not None:
                 avro[output.id] = catalog.encodings(output, frame.schema.jsonValue())
-            records.build_record_exprs(output, frame.columns, avro.get(output.id))  # or raises
-        return Plan(outputs=frames, bad_records=inputs.bad_records, avro=avro)
+                encoded[output.id] = catalog.proto_encodings(output, frame.schema.jsonValue())
+            protos = writing.proto_encoded(encoded.get(output.id))
+            records.build_record_exprs(output, frame.columns, avro.get(output.id), protos)
+        return Plan(outputs=frames, bad_records=inputs.bad_records, avro=avro, protobuf=encoded)
 
     def start(self) -> None:
         """Start every query of the App (nothing is started if the plan does not fit, or if a
@@ -152,14 +165,14 @@ class Driver:
         ]
         self.committer = committing.OffsetCommitter(self.spec, queries=names)
         self._listener = listening.ProgressListener(
-            [_only(set(names), handler) for handler in self._handlers()],
+            [listening.only(set(names), handler) for handler in self._handlers()],
             expected=(writing.STOP_MARKER, avrorecords.UNKNOWN_ID_MARKER),
         )
         self.spark.streams.addListener(self._listener)
         try:
             for output, frame in frames:
-                avro = plan.avro.get(output.id)
-                self.started.append(writing.start_output(self.spec, output, frame, avro))
+                avro, protobuf = plan.avro.get(output.id), plan.protobuf.get(output.id)
+                self.started.append(writing.start_output(self.spec, output, frame, avro, protobuf))
             for item in self.spec.stream_inputs:
                 if item.name in bad_records:
                     self.started.append(
@@ -274,16 +287,6 @@ class Driver:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
         self.committer = None  # nothing to close: it commits through requests, joins nothing
-
-
-def _only(names: set[str], handler: listening.BatchHandler) -> listening.BatchHandler:
-    """A handler that ignores batches of other Apps' queries in the same session."""
-
-    def handle(batch: progress.BatchProgress) -> None:
-        if batch.query in names:
-            handler(batch)
-
-    return handle
 
 
 @contextmanager

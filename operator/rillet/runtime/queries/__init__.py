@@ -5,7 +5,8 @@
 `writing` starts one query per output, exactly once through `transactions`; `options` and
 `kafkalogin` give Spark's Kafka source and sink their options and login. `avrorecords` and
 `avroschemas` read and write Avro in Confluent's wire format; the `proto*` modules do the same
-for Protobuf in Python workers (`protorecords`; not wired into reading and writing yet).
+for Protobuf in Python workers (`protorecords` per record, `protostages` the arrow UDFs that
+`reading` and `writing` put in the queries).
 Imported by `driver` and the runtime's commands (and bench and tests); it may import `jvm` and
 `tables`, not `driver`, `pod` or `batches`.
 """

@@ -198,3 +198,11 @@ def encode(writing: ProtoWriting, row: Mapping[str, Any]) -> bytes:
     message = protofiles.message_class(writing.files, writing.message)()
     payload: bytes = protovalues.fill(message, row).SerializeToString()
     return _header_of(writing) + payload
+
+
+@dataclasses.dataclass(frozen=True)
+class ProtoEncodings:
+    """The Protobuf messages of an output, for its protobuf key and value."""
+
+    key: ProtoWriting | None = None
+    value: ProtoWriting | None = None

@@ -2,7 +2,8 @@
 
 A topic input is a stream read by Spark's Kafka source. A json input is parsed with its declared
 schema, an avro input decoded with its writers' schemas into its reader's (avrorecords, with
-the schemas the driver's catalog resolved); records that do not parse are split off: with a
+the schemas the driver's catalog resolved), a protobuf input as its reader message
+(protostages, in Python workers); records that do not parse are split off: with a
 dead-letter topic they become the `bad_records` stream, written there by a query of their own;
 without one, the first such record stops the App with its coordinates (the API's promise:
 "absent: a failure stops the App").
@@ -28,13 +29,13 @@ from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import StructType
 
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import avrorecords, lookups, options, records
+from rillet.runtime.queries import avrorecords, lookups, options, protorecords, protostages, records
 
 
 @dataclasses.dataclass(frozen=True)
 class Inputs:
-    """The views of the pipeline by input name, and the bad records of json and avro topic
-    inputs."""
+    """The views of the pipeline by input name, and the bad records of json, avro and protobuf
+    topic inputs."""
 
     views: dict[str, DataFrame]
     bad_records: dict[str, DataFrame]
@@ -52,17 +53,20 @@ def read_inputs(
     spark: SparkSession,
     spec: runspecs.RunSpec,
     avro: Mapping[str, avrorecords.AvroReading] | None = None,
+    protobuf: Mapping[str, protorecords.ProtoReading] | None = None,
 ) -> Inputs:
-    """Every input of the App, registered as a temporary view of its name (`avro`: how each
-    avro input is decoded)."""
+    """Every input of the App, registered as a temporary view of its name (`avro`, `protobuf`:
+    how each avro or protobuf input is decoded)."""
     views: dict[str, DataFrame] = {}
     bad: dict[str, DataFrame] = {}
-    avro = avro or {}
+    avro, protobuf = avro or {}, protobuf or {}
     for item in spec.inputs:
         if item.kind == "table":
             views[item.name] = read_table(spark, spec, item, avro.get(item.name))
         else:
-            view, bad_records = read_topic(spark, spec, item, avro.get(item.name))
+            view, bad_records = read_topic(
+                spark, spec, item, avro.get(item.name), protobuf.get(item.name)
+            )
             # Before the watermark: a Python stage would drop the column's watermark.
             view = lookups.with_lookups(view, spec, item, avro)
             views[item.name] = with_event_time(view, item)
@@ -77,11 +81,12 @@ def read_topic(
     spec: runspecs.RunSpec,
     item: runspecs.InputSpec,
     avro: avrorecords.AvroReading | None = None,
+    protobuf: protorecords.ProtoReading | None = None,
 ) -> tuple[DataFrame, DataFrame | None]:
-    """A topic input's stream, and the stream of its bad records (json and avro, with a
-    dead-letter topic)."""
+    """A topic input's stream, and the stream of its bad records (json, avro and protobuf,
+    with a dead-letter topic)."""
     raw = spark.readStream.format("kafka").options(**options.stream_reader_options(spec, item))
-    return parse_records(spec, item, raw.load(), avro)
+    return parse_records(spec, item, raw.load(), avro, protobuf)
 
 
 def parse_records(
@@ -89,9 +94,10 @@ def parse_records(
     item: runspecs.InputSpec,
     stream: DataFrame,
     avro: avrorecords.AvroReading | None = None,
+    protobuf: protorecords.ProtoReading | None = None,
 ) -> tuple[DataFrame, DataFrame | None]:
     """A topic input's view over Kafka records (the columns of Spark's Kafka source, streamed
-    or not), and its bad records (json and avro, with a dead-letter topic)."""
+    or not), and its bad records (json, avro and protobuf, with a dead-letter topic)."""
     if item.format == "json":
         assert item.value_schema is not None  # runresolving requires a schema for json inputs
         parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
@@ -107,6 +113,11 @@ def parse_records(
             .selectExpr("*", avrorecords.error_expr(avro, input_name=item.name))
         )
         return _split_bad_records(spec, decoded, avro.columns)
+    if item.format == "protobuf":
+        if protobuf is None:
+            raise ValueError(f"input {item.name} is protobuf, and its schemas are not resolved")
+        decoded = protostages.decode_stages(stream, protobuf, input_name=item.name)
+        return _split_bad_records(spec, decoded, protobuf.columns)
     return stream.selectExpr(*records.view_exprs(item.format)), None
 
 

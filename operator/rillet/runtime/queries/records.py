@@ -9,7 +9,8 @@ source coordinates in headers, its key and value untouched (so it can be replaye
 
 Writing: a result row becomes a record whose key is its key columns (a single column as is,
 several JSON-encoded) and whose value is its value columns as JSON, or in Avro with the
-output's registered schema (`AvroWriting`; reading Avro is avrorecords.py's). For a Table, a
+output's registered schema (`AvroWriting`; reading Avro is avrorecords.py's), or in Protobuf by
+a function of the session (`proto_encoder_name`; protostages registers it). For a Table, a
 row whose non-key value columns are all NULL is a tombstone (NULL value: the key is removed).
 
 Every function here builds strings; nothing touches Spark, so all of it is unit-tested.
@@ -18,6 +19,8 @@ Every function here builds strings; nothing touches Spark, so all of it is unit-
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 from collections.abc import Sequence
 
 from rillet.api.v1alpha1 import fields
@@ -226,29 +229,70 @@ def record_columns(
     return keys, tuple(values)
 
 
+@dataclasses.dataclass(frozen=True)
+class ProtoEncoded:
+    """Which parts of an output are encoded by Protobuf functions in the session (named by
+    proto_encoder_name; protostages registers them with their schemas)."""
+
+    key: bool = False
+    value: bool = False
+
+
+def proto_encoder_name(output_id: str, part: str) -> str:
+    """The session function encoding an output's protobuf key or value: a SQL identifier,
+    with a digest of the id (ids that differ only in punctuation stay apart)."""
+    digest = hashlib.sha256(output_id.encode()).hexdigest()[:8]
+    return f"{INTERNAL_PREFIX}protobuf_{re.sub(r'[^A-Za-z0-9]', '_', output_id)}_{digest}_{part}"
+
+
 def build_record_exprs(
     output: runspecs.OutputSpec,
     columns: Sequence[str],
     avro: AvroEncodings | None = None,
+    protobuf: ProtoEncoded | None = None,
 ) -> RecordExprs:
     """Key and value expressions of an output over a result with `columns`.
 
     Raises ValueError naming what does not fit (a missing column, several columns for a string
-    or bytes value, an avro key or value without its schema in `avro`).
+    or bytes value, an avro key or value without its schema in `avro`, a protobuf one without
+    its encoder in `protobuf`).
     """
     keys, values = record_columns(output, columns)
-    avro = avro or AvroEncodings()
+    avro, protobuf = avro or AvroEncodings(), protobuf or ProtoEncoded()
     what = f"output {output.id}"
-    value = _encode(values, output.value_format, what=f"{what}: value", avro=avro.value)
+    value = _encode(
+        values,
+        output.value_format,
+        what=f"{what}: value",
+        avro=avro.value,
+        protobuf=proto_encoder_name(output.id, "value") if protobuf.value else None,
+    )
     if output.kind == "table":
         value = _with_tombstone(value, [c for c in values if c not in keys])
-    key = _encode(keys, output.key_format, what=f"{what}: key", avro=avro.key) if keys else None
+    key = None
+    if keys:
+        key = _encode(
+            keys,
+            output.key_format,
+            what=f"{what}: key",
+            avro=avro.key,
+            protobuf=proto_encoder_name(output.id, "key") if protobuf.key else None,
+        )
     return RecordExprs(key=key, value=value, key_columns=keys, value_columns=values)
 
 
 def _encode(
-    columns: Sequence[str], fmt: fields.Format, *, what: str, avro: AvroWriting | None = None
+    columns: Sequence[str],
+    fmt: fields.Format,
+    *,
+    what: str,
+    avro: AvroWriting | None = None,
+    protobuf: str | None = None,
 ) -> str:
+    if fmt == "protobuf":
+        if protobuf is None:
+            raise ValueError(f"{what} is protobuf, and its schema is not resolved")
+        return f"{protobuf}(struct({', '.join(quote(c) for c in columns)}))"
     if fmt == "avro":
         if avro is None:
             raise ValueError(f"{what} is avro, and its schema is not resolved")

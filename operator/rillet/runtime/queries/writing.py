@@ -1,5 +1,5 @@
-"""Starting the App's streaming queries: one per output, one per json or avro input with dead
-letters.
+"""Starting the App's streaming queries: one per output, one per json, avro or protobuf input
+with dead letters.
 
 Records reach Kafka through Spark's Kafka writer, which is at-least-once: a batch interrupted
 after some of its records were sent runs again from the checkpoint, and sends them again.
@@ -12,8 +12,8 @@ Outputs (and dead letters) with delivery ExactlyOnce are written in Kafka transa
   compaction. Within a key, records keep the order of the input partition they came from.
 - Rows without any key column cannot live in a compacted topic: Table outputs leave them out and
   count them (metric `rillet_observed_rows{metric="<output>_without_key.rows"}`).
-- Bad records of a json or avro input go, untouched, to the dead-letter topic, with the reason
-  and their source coordinates in headers (`records.dead_letter_exprs`).
+- Bad records of a json, avro or protobuf input go, untouched, to the dead-letter topic, with
+  the reason and their source coordinates in headers (`records.dead_letter_exprs`).
 Each query has its own checkpoint directory under the App's checkpoint location.
 
 Stopping at a batch boundary: in micro-batch mode every query writes through `foreachBatch`
@@ -36,7 +36,15 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.streaming.query import StreamingQuery
 
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import avrorecords, options, pinning, records, transactions
+from rillet.runtime.queries import (
+    avrorecords,
+    options,
+    pinning,
+    protorecords,
+    protostages,
+    records,
+    transactions,
+)
 
 STOP_MARKER = "rillet: stopping at a batch boundary"
 
@@ -94,10 +102,15 @@ def start_output(
     output: runspecs.OutputSpec,
     frame: DataFrame,
     avro: records.AvroEncodings | None = None,
+    protobuf: protorecords.ProtoEncodings | None = None,
 ) -> Started:
-    """Start the query writing `frame` (a result of the pipeline) to `output` (`avro`: its
-    registered schemas, for an avro key or value)."""
-    exprs = records.build_record_exprs(output, frame.columns, avro or records.AvroEncodings())
+    """Start the query writing `frame` (a result of the pipeline) to `output` (`avro`,
+    `protobuf`: its registered schemas, for an avro or protobuf key or value)."""
+    protobuf = protobuf or protorecords.ProtoEncodings()
+    protostages.register_encoders(frame.sparkSession, output, protobuf)
+    exprs = records.build_record_exprs(
+        output, frame.columns, avro or records.AvroEncodings(), proto_encoded(protobuf)
+    )
     rows = frame
     if output.kind == "table" and exprs.key_columns:
         has_key = records.has_key_expr(exprs.key_columns)
@@ -114,6 +127,13 @@ def start_output(
     )
 
 
+def proto_encoded(encodings: protorecords.ProtoEncodings | None) -> records.ProtoEncoded:
+    """Which parts of an output have Protobuf encoders (the names its expressions call)."""
+    if encodings is None:
+        return records.ProtoEncoded()
+    return records.ProtoEncoded(key=encodings.key is not None, value=encodings.value is not None)
+
+
 def start_dead_letters(
     spec: runspecs.RunSpec, item: runspecs.InputSpec, bad_records: DataFrame
 ) -> Started:
@@ -121,6 +141,8 @@ def start_dead_letters(
     assert spec.dead_letter_topic is not None
     if item.format == "avro":
         reason = avrorecords.reason_expr()
+    elif item.format == "protobuf":
+        reason = protostages.reason_expr()
     else:
         assert item.value_schema is not None  # json: runresolving requires a schema
         reason = records.reason_expr(item.value_schema)
