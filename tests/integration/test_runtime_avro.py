@@ -48,7 +48,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from rillet.driverapi import runspecs, terminations
 
 from . import runtime_helpers as rt
-from . import tcpgate, watching
+from . import standbys, tcpgate, watching
 from .avroorders import ORDER, ORDER_JSON, ORDER_V1, with_field
 from .polling import wait_for
 
@@ -126,6 +126,9 @@ def test_avro_records_of_every_version_round_trip_and_bad_ones_are_dead_lettered
         )
         assert driver.failure() is None
 
+    # A standby of the App warms up on its plan, encoding Avro as the App does; writing nothing.
+    warmed = standbys.standby_warm_up(spec)
+    assert any(m.startswith("warmed up in") for m in warmed), warmed
     assert written() == [
         {**ORDER, "channel": "web", "large": False},
         {**ORDER, "id": 8, "note": "fragile", "channel": "web", "large": False},

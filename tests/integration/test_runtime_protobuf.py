@@ -42,6 +42,7 @@ from tests import protoorders
 from tests.protoorders import ORDER
 
 from . import runtime_helpers as rt
+from . import standbys
 from .polling import wait_for
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "protobuf-orders.yaml"
@@ -156,6 +157,10 @@ def test_protobuf_records_of_every_version_round_trip_and_bad_ones_are_dead_lett
         )
         assert driver.failure() is None
 
+    # A standby of the App warms up on its plan, encoding Protobuf as the App does; writing
+    # nothing.
+    warmed = standbys.standby_warm_up(spec)
+    assert any(m.startswith("warmed up in") for m in warmed), warmed
     by_card = {name: value for name, value in WRITTEN.items() if name != "voucher"}
     assert written() == [
         {**WRITTEN, "channel": ""},  # v1: v2's field at its default

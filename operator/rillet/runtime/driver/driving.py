@@ -15,14 +15,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from types import FrameType
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
@@ -31,7 +29,14 @@ from rillet.driverapi import runspecs
 from rillet.reconcile import sparkdefaults
 from rillet.runtime import jvm
 from rillet.runtime.batches import committing, listening, metrics, progress
-from rillet.runtime.driver import checkpoints, driverlock, querystates, schemacatalog, warmup
+from rillet.runtime.driver import (
+    checkpoints,
+    driverlock,
+    querystates,
+    schemacatalog,
+    signalstops,
+    warmup,
+)
 from rillet.runtime.jvm import classsharing
 from rillet.runtime.queries import (
     avrorecords,
@@ -110,6 +115,12 @@ class Plan:
     avro: dict[str, records.AvroEncodings]  # by output id
     protobuf: dict[str, protorecords.ProtoEncodings]  # by output id
 
+    def encodings(
+        self, output: runspecs.OutputSpec
+    ) -> tuple[records.AvroEncodings | None, protorecords.ProtoEncodings | None]:
+        """An output's registered Avro and Protobuf schemas (None: it has none)."""
+        return self.avro.get(output.id), self.protobuf.get(output.id)
+
 
 class Driver:
     """The running queries of one App in a SparkSession."""
@@ -171,7 +182,7 @@ class Driver:
         self.spark.streams.addListener(self._listener)
         try:
             for output, frame in frames:
-                avro, protobuf = plan.avro.get(output.id), plan.protobuf.get(output.id)
+                avro, protobuf = plan.encodings(output)
                 self.started.append(writing.start_output(self.spec, output, frame, avro, protobuf))
             for item in self.spec.stream_inputs:
                 if item.name in bad_records:
@@ -289,24 +300,6 @@ class Driver:
         self.committer = None  # nothing to close: it commits through requests, joins nothing
 
 
-@contextmanager
-def stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    """Set `stop` on SIGTERM and SIGINT while inside (main thread only)."""
-
-    def handle(signum: int, frame: FrameType | None) -> None:
-        log.info(
-            "received %s: stopping at the end of the running batch", signal.Signals(signum).name
-        )
-        stop.set()
-
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-
 Alongside = Callable[[SparkSession], AbstractContextManager[object]]
 
 
@@ -331,7 +324,7 @@ def run(
     try:
         directory = driverlock.local_directory(spec.checkpoint_location)
         lock = None if directory is None else driverlock.DriverLock(spark, directory)
-        with stop_on_signals(stop):
+        with signalstops.stop_on_signals(stop):
             if lock is not None and not hold_checkpoint(lock, spark, spec, stop):
                 return  # stopped while standing by: nothing was started
             with alongside(spark) if alongside is not None else nullcontext():
@@ -365,7 +358,7 @@ def hold_checkpoint(
         lock.holder() or "unknown",
     )
     warmup.warm_up(
-        spark, spec, plan=_outputs_planned, until=lambda: stop.is_set() or lock.try_acquire()
+        spark, spec, plan=outputs_planned, until=lambda: stop.is_set() or lock.try_acquire()
     )
     if not lock.acquire(stop):
         return False
@@ -373,13 +366,18 @@ def hold_checkpoint(
     return True
 
 
-def _outputs_planned(
+def outputs_planned(
     spark: SparkSession, spec: runspecs.RunSpec
-) -> list[tuple[runspecs.OutputSpec, DataFrame]]:
-    """The App's outputs and their frames, planned as its driver plans them."""
+) -> list[tuple[runspecs.OutputSpec, DataFrame, records.RecordExprs]]:
+    """The App's outputs, their frames and record expressions, planned as its driver plans
+    them (the warm-up's plan: encoding Avro and Protobuf as the App does)."""
     driver = Driver(spark, spec)
     try:
-        return driver.plan().outputs
+        plan = driver.plan()
+        return [
+            (output, frame, writing.record_exprs(output, frame, *plan.encodings(output)))
+            for output, frame in plan.outputs
+        ]
     finally:
         driver.close_catalog()
 

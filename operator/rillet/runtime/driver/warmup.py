@@ -35,8 +35,12 @@ ONE_BATCH_MS = 3_600_000
 TIMEOUT_SECONDS = 60.0
 _POLL_SECONDS = 0.1
 
-# The App's outputs and the frame each writes, as its driver plans them (driving.Driver.plan).
-Plan = Callable[[SparkSession, runspecs.RunSpec], Sequence[tuple[runspecs.OutputSpec, DataFrame]]]
+# The App's outputs, the frame each writes and its record expressions (Avro and Protobuf
+# encoders included), as its driver plans them (driving.outputs_planned).
+Plan = Callable[
+    [SparkSession, runspecs.RunSpec],
+    Sequence[tuple[runspecs.OutputSpec, DataFrame, records.RecordExprs]],
+]
 
 
 def warm_spec(spec: runspecs.RunSpec, scratch: str) -> runspecs.RunSpec:
@@ -98,8 +102,7 @@ def _start(
 ) -> None:
     """Start one noop query per output of the App's plan, into `queries` (the caller stops
     them, also those started before a failure)."""
-    for output, frame in plan(spark, spec):
-        exprs = records.build_record_exprs(output, frame.columns)
+    for output, frame, exprs in plan(spark, spec):
         writer = frame.selectExpr(*exprs.select()).writeStream.format("noop")
         writer = writer.outputMode(options.output_mode(output, spec.trigger))
         writer = writer.trigger(**options.trigger_kwargs(spec.trigger))

@@ -106,11 +106,7 @@ def start_output(
 ) -> Started:
     """Start the query writing `frame` (a result of the pipeline) to `output` (`avro`,
     `protobuf`: its registered schemas, for an avro or protobuf key or value)."""
-    protobuf = protobuf or protorecords.ProtoEncodings()
-    protostages.register_encoders(frame.sparkSession, output, protobuf)
-    exprs = records.build_record_exprs(
-        output, frame.columns, avro or records.AvroEncodings(), proto_encoded(protobuf)
-    )
+    exprs = record_exprs(output, frame, avro, protobuf)
     rows = frame
     if output.kind == "table" and exprs.key_columns:
         has_key = records.has_key_expr(exprs.key_columns)
@@ -124,6 +120,21 @@ def start_output(
         checkpoint=runspecs.output_checkpoint(spec, output),
         mode=options.output_mode(output, spec.trigger),
         exactly_once=output.exactly_once,
+    )
+
+
+def record_exprs(
+    output: runspecs.OutputSpec,
+    frame: DataFrame,
+    avro: records.AvroEncodings | None = None,
+    protobuf: protorecords.ProtoEncodings | None = None,
+) -> records.RecordExprs:
+    """The key and value expressions `output` writes of `frame`, its Protobuf encoders
+    registered in the frame's session (the expressions call them by name)."""
+    protobuf = protobuf or protorecords.ProtoEncodings()
+    protostages.register_encoders(frame.sparkSession, output, protobuf)
+    return records.build_record_exprs(
+        output, frame.columns, avro or records.AvroEncodings(), proto_encoded(protobuf)
     )
 
 
