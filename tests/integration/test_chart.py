@@ -192,6 +192,7 @@ def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_se
     assert env["RILLET_SCHEMA_REGISTRY_URL"]["value"] == (
         "http://registry.kafka:8080/apis/ccompat/v7"
     )
+    assert env["RILLET_SCHEMA_REGISTRY_REQUEST_TIMEOUT_SECONDS"]["value"] == "10"
     for key in ("username", "password"):
         assert env[f"RILLET_SCHEMA_REGISTRY_{key.upper()}"] == {
             "name": f"RILLET_SCHEMA_REGISTRY_{key.upper()}",
