@@ -35,19 +35,7 @@ from tests import protoorders
 pytestmark = pytest.mark.unit
 
 SCHEMA_ID = 42
-ORDER_JSON = {
-    "id": "7",
-    "at": "2026-01-02T03:04:05.678901Z",
-    "amount": "12.34",
-    "tags": ["a", "b"],
-    "note": "ring twice",
-    "address": {"city": "Oslo"},
-    "counts": {"x": 1, "y": 2},
-    "status": "PAID",
-    "voucher": "99",
-    "big": "18446744073709551615",
-    "lines": [{"sku": "s1", "qty": 2}, {"sku": "s2", "qty": 0}],
-}
+ORDER_JSON = protoorders.ORDER_JSON
 
 
 class Registry:
