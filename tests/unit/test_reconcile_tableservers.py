@@ -149,6 +149,10 @@ def test_an_avro_or_protobuf_tables_server_reads_the_registry_credentials_from_i
     assert mounted[volume["name"]]["readOnly"] is True
     assert f"--value-format={fmt}" in container["args"]
     assert tableservers.registry_problem(served, env) is None
+    # protoc's scratch files on the store's volume (the root filesystem is read-only).
+    scratch = [e["value"] for e in container["env"] if e["name"] == "TMPDIR"]
+    assert scratch == ([tableservers.STORE_DIR] if fmt == "protobuf" else [])
+    assert {"name": "store", "mountPath": tableservers.STORE_DIR} in container["volumeMounts"]
 
 
 def test_a_registry_without_credentials_gets_no_secret() -> None:

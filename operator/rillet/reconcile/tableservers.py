@@ -184,6 +184,7 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
         "env": [
             {"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap},
             *_registry_env(served, env),
+            *_scratch_env(served),
         ],
         "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": probe,
@@ -220,6 +221,14 @@ def _registry_env(served: ServedTable, env: ServerEnvironment) -> list[dict[str,
     if not decodes_with_registry(served) or env.schema_registry is None:
         return []
     return [{"name": "RILLET_SCHEMA_REGISTRY_URL", "value": env.schema_registry.url}]
+
+
+def _scratch_env(served: ServedTable) -> list[dict[str, str]]:
+    """A protobuf Table's server compiles its schemas' `.proto` text with protoc, in a temporary
+    directory: on the store's volume, the root filesystem being read-only."""
+    if served.value_format != "protobuf":
+        return []
+    return [{"name": "TMPDIR", "value": STORE_DIR}]
 
 
 def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
