@@ -146,6 +146,22 @@ ORDER_ROW: dict[str, Any] = {
     "big": decimal.Decimal(2**64 - 1),
     "lines": [{"sku": "s1", "qty": 2}, {"sku": "s2", "qty": 0}],
 }
+# The order as `rillet table get` and Table servers print it (runtime.queries.protojson):
+# Protobuf's JSON mapping (64-bit integers as text, the timestamp in RFC 3339), the decimal as
+# exact text, unset fields with presence left out.
+ORDER_JSON: dict[str, Any] = {
+    "id": "7",
+    "at": "2026-01-02T03:04:05.678901Z",
+    "amount": "12.34",
+    "tags": ["a", "b"],
+    "note": "ring twice",
+    "address": {"city": "Oslo"},
+    "counts": {"x": 1, "y": 2},
+    "status": "PAID",
+    "voucher": "99",
+    "big": "18446744073709551615",
+    "lines": [{"sku": "s1", "qty": 2}, {"sku": "s2", "qty": 0}],
+}
 # The same with nothing set: what Protobuf's presence makes of each column.
 EMPTY_ROW: dict[str, Any] = {
     "id": 0,

@@ -269,6 +269,47 @@ CASES: tuple[Case, ...] = (
         "valueAvro applies only when valueFormat is avro",
     ),
     Case(
+        "table-value-protobuf-for-json",
+        table({"valueProtobuf": {"subject": "counts-value"}}),
+        "valueProtobuf applies only when valueFormat is protobuf",
+    ),
+    Case(
+        "table-value-protobuf-for-avro",
+        table({"valueSchema": DROP, "valueFormat": "avro", "valueProtobuf": {"version": 1}}),
+        "valueProtobuf applies only when valueFormat is protobuf",
+    ),
+    Case(
+        "table-value-avro-for-protobuf",
+        table({"valueSchema": DROP, "valueFormat": "protobuf", "valueAvro": {"version": 1}}),
+        "valueAvro applies only when valueFormat is avro",
+    ),
+    Case(
+        "table-value-protobuf-schema-without-message",
+        table(
+            {
+                "valueSchema": DROP,
+                "valueFormat": "protobuf",
+                "valueProtobuf": {"schema": 'syntax = "proto3"; message V { int64 n = 1; }'},
+            }
+        ),
+        "an inline Protobuf schema needs the message",
+    ),
+    Case(
+        "table-value-protobuf-schema-and-version",
+        table(
+            {
+                "valueSchema": DROP,
+                "valueFormat": "protobuf",
+                "valueProtobuf": {
+                    "schema": 'syntax = "proto3"; message V { int64 n = 1; }',
+                    "message": "V",
+                    "version": 1,
+                },
+            }
+        ),
+        "give the Protobuf schema inline (schema) or name a registered version",
+    ),
+    Case(
         "table-value-schema-without-json",
         table({"valueFormat": "string"}),
         "valueSchema applies only when valueFormat is json",
@@ -422,19 +463,6 @@ CASES: tuple[Case, ...] = (
         "app-input-protobuf-for-avro",
         app({"inputs": [app_input(schema=DROP, format="avro", protobuf={"version": 1})]}),
         "protobuf applies only to protobuf inputs",
-    ),
-    Case(
-        "app-input-protobuf-table",
-        app(
-            {
-                "inputs": [
-                    app_input(
-                        topicRef=DROP, schema=DROP, tableRef={"name": "counts"}, format="protobuf"
-                    )
-                ]
-            }
-        ),
-        "format protobuf is for topic inputs",
     ),
     Case(
         "app-input-protobuf-schema-without-message",

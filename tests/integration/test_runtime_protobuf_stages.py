@@ -16,6 +16,9 @@ shaped as Spark's Kafka source gives them, in this process's session:
 - a record of an id the query does not know stops it with the line that makes the driver plan
   again, naming the input and the id; without a dead-letter topic a bad record stops the query
   naming its topic, partition, offset and kind;
+- a Table's values (Table reads and lookups: no stage to split bad records off) read as the
+  reader's rows, a value that does not decode as NULL, one of an id the query does not know
+  stops it naming the Table's input and the id;
 - an output's value and key, encoded by the functions registered for it, are read back by
   ProtobufDeserializer as the messages built by hand, with the schema id in their headers.
 """
@@ -33,6 +36,7 @@ from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
 from google.protobuf.message import Message
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 
 from rillet.driverapi import runspecs
 from rillet.runtime.driver import driving
@@ -187,6 +191,30 @@ def test_an_id_the_query_does_not_know_stops_it_to_be_planned_again(
     with pytest.raises(PySparkException) as stopped:
         view.collect()
     assert avrorecords.unknown_ids(str(stopped.value)) == {"orders": {3}}
+
+
+def test_a_tables_values_read_as_rows_bad_ones_as_null_and_a_new_id_stops_the_query(
+    spark: SparkSession,
+) -> None:
+    frame = spark.createDataFrame(
+        [(0, V1_ORDER), (1, V2_ORDER), (2, V2_ORDER[:20]), (3, b"\x01" + V2_ORDER[1:])],
+        "offset BIGINT, value BINARY",
+    )
+    row = protostages.decoded_row(F.col("value"), READING, input_name="known")
+    decoded = frame.select("offset", row.alias("r")).orderBy("offset").collect()
+
+    assert [r.r.asDict(recursive=True) if r.r else None for r in decoded] == [
+        {**ORDER_ROW, "at": _local(ORDER_ROW["at"]), "channel": ""},
+        {**ORDER_ROW, "at": _local(ORDER_ROW["at"]), "channel": "web"},
+        None,  # truncated: NULL, as an Avro Table's value that does not decode
+        None,  # not in the wire format
+    ]
+    newer = spark.createDataFrame(
+        [(framed(protoorders.built_order(order_class(2)), schema_id=3),)], "value BINARY"
+    )
+    with pytest.raises(PySparkException) as stopped:
+        newer.select(protostages.decoded_row(F.col("value"), READING, input_name="known")).collect()
+    assert avrorecords.unknown_ids(str(stopped.value)) == {"known": {3}}
 
 
 def test_without_a_dead_letter_topic_a_bad_record_stops_the_query_naming_it(

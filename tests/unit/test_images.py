@@ -106,7 +106,9 @@ def test_runtime_has_openjdk_17_and_pyspark_at_pyprojects_pin() -> None:
 
 def test_operator_image_carries_no_pyspark() -> None:
     assert "spark" not in " ".join(instructions(OPERATOR)).lower()
-    assert "pyproject.toml > " in " ".join(instructions(OPERATOR))  # no extra requested
+    # The one extra requested is protoc (Table servers compile Protobuf schemas), no Spark's.
+    assert "pyproject.toml protoc > " in " ".join(instructions(OPERATOR))
+    assert PYPROJECT["project"]["optional-dependencies"]["protoc"] == ["grpcio-tools>=1.85,<2"]
 
 
 def test_runtime_jars_are_the_connector_artifacts_and_rillets_own() -> None:

@@ -9,9 +9,9 @@ Test plan:
   on /readyz, and rolls one new pod in before an old one goes;
 - every object is controlled by the Table (deleted with it); the Service selects the pods;
 - the NetworkPolicy exists only when asked for, and admits the namespace's pods on the port;
-- an avro Table's server gets the registry's URL, and its credentials only as files of a Secret
-  of its own (built without data, owned by the Table); without a registry it is a problem
-  saying what to set; other Tables' servers get neither.
+- an avro or protobuf Table's server gets the registry's URL, and its credentials only as
+  files of a Secret of its own (built without data, owned by the Table); without a registry
+  it is a problem saying what to set; other Tables' servers get neither.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ import dataclasses
 import re
 from typing import Any
 
-from rillet.api.v1alpha1 import tables
+import pytest
+
+from rillet.api.v1alpha1 import fields, tables
 from rillet.driverapi import runspecs
 from rillet.reconcile import tableservers
 
@@ -125,8 +127,11 @@ def _container_and_volumes(
     return container, pod["volumes"]
 
 
-def test_an_avro_tables_server_reads_the_registry_credentials_from_its_own_secret() -> None:
-    served = dataclasses.replace(_served(), value_format="avro")
+@pytest.mark.parametrize("fmt", ["avro", "protobuf"])
+def test_an_avro_or_protobuf_tables_server_reads_the_registry_credentials_from_its_own_secret(
+    fmt: fields.Format,
+) -> None:
+    served = dataclasses.replace(_served(), value_format=fmt)
     env = dataclasses.replace(ENV, schema_registry=REGISTRY)
 
     container, volumes = _container_and_volumes(served, env)
@@ -142,8 +147,12 @@ def test_an_avro_tables_server_reads_the_registry_credentials_from_its_own_secre
     (volume,) = [v for v in volumes if "secret" in v]
     assert volume["secret"]["secretName"] == "counts-server-schema-registry"
     assert mounted[volume["name"]]["readOnly"] is True
-    assert "--value-format=avro" in container["args"]
+    assert f"--value-format={fmt}" in container["args"]
     assert tableservers.registry_problem(served, env) is None
+    # protoc's scratch files on the store's volume (the root filesystem is read-only).
+    scratch = [e["value"] for e in container["env"] if e["name"] == "TMPDIR"]
+    assert scratch == ([tableservers.STORE_DIR] if fmt == "protobuf" else [])
+    assert {"name": "store", "mountPath": tableservers.STORE_DIR} in container["volumeMounts"]
 
 
 def test_a_registry_without_credentials_gets_no_secret() -> None:
@@ -163,13 +172,17 @@ def test_a_registry_without_credentials_gets_no_secret() -> None:
     assert not [a for a in container["args"] if a.startswith("--registry-credentials-dir")]
 
 
-def test_an_avro_table_without_a_registry_is_a_problem_saying_what_to_set() -> None:
-    served = dataclasses.replace(_served(), value_format="avro")
+@pytest.mark.parametrize("fmt", ["avro", "protobuf"])
+def test_an_avro_or_protobuf_table_without_a_registry_is_a_problem_saying_what_to_set(
+    fmt: fields.Format,
+) -> None:
+    served = dataclasses.replace(_served(), value_format=fmt)
 
     problem = tableservers.registry_problem(served, ENV)
 
     assert problem is not None
     assert "schemaRegistry.url" in problem
+    assert f"values are {fmt}" in problem
 
 
 def test_other_tables_servers_get_nothing_of_the_registry() -> None:

@@ -24,8 +24,9 @@ from confluent_kafka import KafkaException
 from rillet.api.v1alpha1 import fields
 from rillet.cli import options
 from rillet.reconcile import manifests, runresolving
+from rillet.runtime.queries import protojson
 from rillet.settings import SchemaRegistrySettings
-from rillet.tables import avrovalues, clustertables, tables
+from rillet.tables import avrovalues, clustertables, registryvalues, tables
 
 TableArgument = Annotated[
     str, typer.Argument(help="The Table (its name, or its topic with --topic).")
@@ -298,19 +299,28 @@ def _key_text(entry: tables.Entry) -> str:
     return (entry.key or b"").decode(errors="replace")
 
 
+def registry_values(
+    fmt: fields.Format, registry: dict[str, Any], topic: str
+) -> registryvalues.RegistryValues:
+    """The decoder of a Table's avro or protobuf values, with the registry's client settings."""
+    if fmt == "protobuf":
+        return protojson.ProtoValues(registry, topic)
+    return avrovalues.AvroValues(registry, topic)
+
+
 @contextlib.contextmanager
 def _value_text(source: clustertables.ClusterTable) -> Iterator[Callable[[bytes], str]]:
-    """How the Table's values print: as they are, or avro decoded into JSON (with the schema
-    registry of RILLET_SCHEMA_REGISTRY_URL)."""
-    if source.value_format != "avro":
+    """How the Table's values print: as they are, or avro and protobuf decoded into JSON (with
+    the schema registry of RILLET_SCHEMA_REGISTRY_URL)."""
+    if source.value_format not in ("avro", "protobuf"):
         yield lambda data: data.decode(errors="replace")
         return
     try:
         registry = SchemaRegistrySettings().client_config()
     except ValueError as error:
-        typer.echo(f"error: Table values are avro, and {error}", err=True)
+        typer.echo(f"error: Table values are {source.value_format}, and {error}", err=True)
         raise typer.Exit(code=2) from None
-    values = avrovalues.AvroValues(registry, source.topic)
+    values = registry_values(source.value_format, registry, source.topic)
     try:
         yield values.text
     finally:
@@ -321,7 +331,7 @@ def value_format_of(text: str) -> fields.Format:
     """`text` as a Table's value format, or a usage error naming --value-format."""
     if text not in get_args(fields.TableValueFormat):
         raise typer.BadParameter(
-            f"{text!r}: use json, string, bytes or avro", param_hint="--value-format"
+            f"{text!r}: use json, string, bytes, avro or protobuf", param_hint="--value-format"
         )
     return text  # type: ignore[return-value]  # checked just above
 

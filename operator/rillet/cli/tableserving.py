@@ -21,9 +21,10 @@ from typing import Annotated
 import typer
 from aiohttp import web
 
+from rillet.api.v1alpha1 import fields
 from rillet.cli import options, tables
 from rillet.settings import KafkaSettings, SchemaRegistrySettings
-from rillet.tables import avrovalues, tablestore
+from rillet.tables import registryvalues, tablestore
 from rillet.tables.serving import following
 from rillet.tables.serving import web as serving_web
 
@@ -32,8 +33,9 @@ log = logging.getLogger(__name__)
 ValueFormatOption = Annotated[
     str | None,
     typer.Option(
-        help="json, string, bytes or avro (default: from --file or the cluster, else json); "
-        "avro values are decoded with the registry of RILLET_SCHEMA_REGISTRY_URL."
+        help="json, string, bytes, avro or protobuf (default: from --file or the cluster, else "
+        "json); avro and protobuf values are decoded with the registry of "
+        "RILLET_SCHEMA_REGISTRY_URL."
     ),
 ]
 PortOption = Annotated[int, typer.Option(help="HTTP port of lookups, probes and metrics.")]
@@ -54,7 +56,8 @@ RegistryCredentialsOption = Annotated[
         "--registry-credentials-dir",
         file_okay=False,
         help="Directory of files `username` and `password` for the schema registry of avro "
-        "values (a mounted Secret), when RILLET_SCHEMA_REGISTRY_USERNAME is not set.",
+        "and protobuf values (a mounted Secret), when RILLET_SCHEMA_REGISTRY_USERNAME is not "
+        "set.",
     ),
 ]
 RefreshOption = Annotated[
@@ -91,7 +94,11 @@ def table_serve(
         table, file=file, topic=topic, namespace=namespace, fmt=key_format
     )
     values = tables.value_format_of(value_format or source.value_format)
-    avro = _avro_values(source.topic, registry_credentials) if values == "avro" else None
+    decoder = (
+        _registry_values(values, source.topic, registry_credentials)
+        if values in ("avro", "protobuf")
+        else None
+    )
     directory = store_dir or Path(tempfile.mkdtemp(prefix="rillet-table-"))
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -104,7 +111,7 @@ def table_serve(
     )
     follower.start()
     app = serving_web.application(
-        table=table, store=table_store, follower=follower, value_format=values, avro=avro
+        table=table, store=table_store, follower=follower, value_format=values, decoder=decoder
     )
     log.info("serving Table %s (topic %s) on %s:%d", table, source.topic, host, port)
     try:
@@ -113,14 +120,16 @@ def table_serve(
         follower.stop()
         follower.join(timeout=10)
         table_store.close()
-        if avro is not None:
-            avro.close()
+        if decoder is not None:
+            decoder.close()
 
 
-def _avro_values(topic: str, credentials_dir: Path | None) -> avrovalues.AvroValues:
-    """The decoder of an avro Table's values; a usage error without a registry."""
+def _registry_values(
+    fmt: fields.Format, topic: str, credentials_dir: Path | None
+) -> registryvalues.RegistryValues:
+    """The decoder of an avro or protobuf Table's values; a usage error without a registry."""
     try:
         registry = SchemaRegistrySettings().client_config(credentials_dir)
     except ValueError as error:
-        raise typer.BadParameter(f"the Table's values are avro, and {error}") from None
-    return avrovalues.AvroValues(registry, topic)
+        raise typer.BadParameter(f"the Table's values are {fmt}, and {error}") from None
+    return tables.registry_values(fmt, registry, topic)

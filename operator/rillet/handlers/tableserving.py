@@ -98,8 +98,8 @@ async def _write_registry_secret(
     env: tableservers.ServerEnvironment,
     deps: AppDeps,
 ) -> None:
-    """The registry's credentials for an avro Table's server, in the Table's namespace (pods
-    mount only Secrets of their own), before the Deployment that mounts them."""
+    """The registry's credentials for an avro or protobuf Table's server, in the Table's
+    namespace (pods mount only Secrets of their own), before the Deployment that mounts them."""
     secret = tableservers.registry_secret(served, env)
     if secret is None or deps.registry is None:
         return

@@ -165,6 +165,13 @@ def _table_input(item: appflows.Input, table: tables.Table) -> runspecs.InputSpe
             if value_format == "avro"
             else None
         ),
+        protobuf=(
+            protospecs.protobuf_spec(
+                item.protobuf or table.spec.value_protobuf, topic=changelog, part="value"
+            )
+            if value_format == "protobuf"
+            else None
+        ),
         starting_offsets="earliest",
         key_format=table.spec.key_format,
         window=build_window(table.spec.window),
@@ -200,6 +207,11 @@ def build_output(
             value_avro=(
                 avrospecs.avro_spec(table.spec.value_avro, topic=changelog, part="value")
                 if table.spec.value_format == "avro"
+                else None
+            ),
+            value_protobuf=(
+                protospecs.protobuf_spec(table.spec.value_protobuf, topic=changelog, part="value")
+                if table.spec.value_format == "protobuf"
                 else None
             ),
             window=window,

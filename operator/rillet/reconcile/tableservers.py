@@ -31,6 +31,8 @@ REGISTRY_DIR: Final = "/etc/rillet/schema-registry"
 REGISTRY_VOLUME: Final = "schema-registry-credentials"
 RUNTIME_UID: Final = 10001  # the operator image's user (images/operator/Dockerfile)
 SERVICE_NAME_MAX: Final = 63  # a Service name is a DNS-1035 label
+# Value formats a server decodes with the schema registry's schemas (printed as JSON).
+REGISTRY_FORMATS: Final = ("avro", "protobuf")
 _SUFFIX: Final = "-server"
 _DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 
@@ -42,7 +44,7 @@ class ServerEnvironment:
     image: str
     image_pull_policy: str
     kafka_bootstrap: str
-    # The schema registry, for servers of avro Tables; credentials_dir set when the operator has
+    # The schema registry, for servers of avro and protobuf Tables; credentials_dir set when it has
     # credentials, which the server's Secret (registry_secret) then holds.
     schema_registry: runspecs.SchemaRegistry | None = None
 
@@ -91,12 +93,18 @@ def server_status(table: str, namespace: str) -> dict[str, str]:
     return {"service": service, "url": f"http://{service}.{namespace}.svc:{PORT}/tables/{table}"}
 
 
+def decodes_with_registry(served: ServedTable) -> bool:
+    """Whether the server decodes the Table's values with the schema registry."""
+    return served.value_format in REGISTRY_FORMATS
+
+
 def registry_problem(served: ServedTable, env: ServerEnvironment) -> str | None:
     """Why the server cannot decode the Table's values, or None."""
-    if served.value_format == "avro" and env.schema_registry is None:
+    if decodes_with_registry(served) and env.schema_registry is None:
         return (
-            "the Table's values are avro, and the operator has no schema registry to decode "
-            "them with: set schemaRegistry.url in the chart's values (RILLET_SCHEMA_REGISTRY_URL)"
+            f"the Table's values are {served.value_format}, and the operator has no schema "
+            f"registry to decode them with: set schemaRegistry.url in the chart's values "
+            f"(RILLET_SCHEMA_REGISTRY_URL)"
         )
     return None
 
@@ -118,7 +126,7 @@ def registry_secret(served: ServedTable, env: ServerEnvironment) -> dict[str, An
 
 def _mounts_credentials(served: ServedTable, env: ServerEnvironment) -> bool:
     registry = env.schema_registry
-    return served.value_format == "avro" and registry is not None and bool(registry.credentials_dir)
+    return decodes_with_registry(served) and registry is not None and bool(registry.credentials_dir)
 
 
 def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
@@ -176,6 +184,7 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
         "env": [
             {"name": "RILLET_KAFKA_BOOTSTRAP", "value": env.kafka_bootstrap},
             *_registry_env(served, env),
+            *_scratch_env(served),
         ],
         "ports": [{"name": "http", "containerPort": PORT}],
         "readinessProbe": probe,
@@ -207,11 +216,19 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
 
 
 def _registry_env(served: ServedTable, env: ServerEnvironment) -> list[dict[str, str]]:
-    """Where an avro Table's server finds the registry (the credentials are files of the
-    mounted Secret, never env values: `--registry-credentials-dir`)."""
-    if served.value_format != "avro" or env.schema_registry is None:
+    """Where an avro or protobuf Table's server finds the registry (the credentials are files
+    of the mounted Secret, never env values: `--registry-credentials-dir`)."""
+    if not decodes_with_registry(served) or env.schema_registry is None:
         return []
     return [{"name": "RILLET_SCHEMA_REGISTRY_URL", "value": env.schema_registry.url}]
+
+
+def _scratch_env(served: ServedTable) -> list[dict[str, str]]:
+    """A protobuf Table's server compiles its schemas' `.proto` text with protoc, in a temporary
+    directory: on the store's volume, the root filesystem being read-only."""
+    if served.value_format != "protobuf":
+        return []
+    return [{"name": "TMPDIR", "value": STORE_DIR}]
 
 
 def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:

@@ -22,10 +22,12 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext, SerializationError
 
+from rillet.tables import registryvalues
+
 _NOT_FOUND: Final = 404
 
 
-class AvroValueError(ValueError):
+class AvroValueError(registryvalues.UndecodableValueError):
     """A value that is not in the wire format, names an id the registry lacks, or is corrupt."""
 
 

@@ -114,13 +114,6 @@ class Input(objects.WireModel):
             message="protobuf applies only to protobuf inputs: remove it, or set format: protobuf",
         ),
         rules.Rule(
-            rule="!has(self.tableRef) || !has(self.format) || self.format != 'protobuf'",
-            message="format protobuf is for topic inputs: a Table's values are json, string, "
-            "bytes or avro (its valueFormat); remove format from this tableRef input",
-            field_path=".format",
-            check=lambda i: i.table_ref is None or i.format != "protobuf",
-        ),
-        rules.Rule(
             rule="!has(self.tableRef) || (!has(self.eventTime) && !has(self.maxOffsetsPerTrigger))",
             message="eventTime and maxOffsetsPerTrigger apply to topic inputs (a tableRef input "
             "is read whole, as the Table's latest values): remove them from this input",
@@ -174,8 +167,8 @@ class Input(objects.WireModel):
     protobuf: recordschemas.ProtobufSchema | None = Field(
         default=None,
         description="For protobuf: the reader's schema and message, inline or from the "
-        "registry. Absent: the first message of the latest version of <topic>-value when the "
-        "App starts.",
+        "registry. Absent: a Table's valueProtobuf, else the first message of the latest "
+        "version of <topic>-value when the App starts.",
     )
     starting_offsets: StartingOffsets = Field(
         default="latest",

@@ -158,7 +158,7 @@ Format = Literal["json", "string", "bytes", "avro", "protobuf"]
 # Avro key's schema id would make differ between writer and reader.
 TableFormat = Literal["json", "string", "bytes"]
 # The formats of a Table's values (Table servers and `rillet table get` print them as JSON).
-TableValueFormat = Literal["json", "string", "bytes", "avro"]
+TableValueFormat = Literal["json", "string", "bytes", "avro", "protobuf"]
 # Formats whose one key or value holds several columns.
 STRUCTURED_FORMATS = ("avro", "json", "protobuf")
 

@@ -48,6 +48,13 @@ VALUE_AVRO_ONLY_FOR_AVRO = rules.Rule(
     field_path=".valueAvro",
     check=lambda spec: spec.value_avro is None or spec.value_format == "avro",
 )
+VALUE_PROTOBUF_ONLY_FOR_PROTOBUF = rules.Rule(
+    rule="!has(self.valueProtobuf) || self.valueFormat == 'protobuf'",
+    message="valueProtobuf applies only when valueFormat is protobuf: remove it, or set "
+    "valueFormat: protobuf",
+    field_path=".valueProtobuf",
+    check=lambda spec: spec.value_protobuf is None or spec.value_format == "protobuf",
+)
 PARTITIONS_KEPT = rules.Rule(
     rule="!has(oldSelf.partitions) || has(self.partitions)",
     message="partitions cannot be removed once set (that could shrink the topic): keep the "
@@ -161,6 +168,7 @@ class TableSpec(objects.WireModel):
         _schema_rule("key"),
         _schema_rule("value"),
         VALUE_AVRO_ONLY_FOR_AVRO,
+        VALUE_PROTOBUF_ONLY_FOR_PROTOBUF,
     )
 
     topic_name: Annotated[fields.KafkaTopicName, topics.TOPIC_NAME_IMMUTABLE] | None = Field(
@@ -194,9 +202,9 @@ class TableSpec(objects.WireModel):
     )
     value_format: fields.TableValueFormat = Field(
         default="json",
-        description="How record values are encoded: json, string, bytes, or avro (Confluent "
-        "wire format, with the schema registry; `rillet table get` and Table servers print "
-        "avro values as JSON).",
+        description="How record values are encoded: json, string, bytes, avro or protobuf "
+        "(Confluent wire format, with the schema registry; `rillet table get` and Table "
+        "servers print avro and protobuf values as JSON).",
     )
     value_schema: fields.DdlSchema | None = Field(
         default=None,
@@ -208,6 +216,13 @@ class TableSpec(objects.WireModel):
         description="For valueFormat avro: the schema the writing App encodes with and readers "
         "read into, inline or from the registry. Absent: a schema derived from the writer's "
         "value columns, registered under <topic>-value; readers take its latest version.",
+    )
+    value_protobuf: recordschemas.ProtobufSchema | None = Field(
+        default=None,
+        description="For valueFormat protobuf: the schema and message the writing App encodes "
+        "with and readers read as, inline or from the registry. Absent: a message derived from "
+        "the writer's value columns, registered under <topic>-value; readers take the first "
+        "message of its latest version.",
     )
     window: Annotated[Window, WINDOW_IMMUTABLE] | None = Field(
         default=None,

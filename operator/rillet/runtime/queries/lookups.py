@@ -40,11 +40,12 @@ import pyarrow as pa
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F  # noqa: N812 (the customary alias)
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from rillet.api.v1alpha1 import fields
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import avrorecords, pinning, records
+from rillet.runtime.queries import avrorecords, pinning, protorecords, protostages, records
 from rillet.tables import tables, watermarks
 from rillet.tables.tablestore import TableStore
 
@@ -262,11 +263,19 @@ def with_lookups(
     spec: runspecs.RunSpec,
     item: runspecs.InputSpec,
     avro: Mapping[str, avrorecords.AvroReading] | None = None,
+    protobuf: Mapping[str, protorecords.ProtoReading] | None = None,
 ) -> DataFrame:
-    """The topic input's view with a column per lookup, named after its Table input (`avro`:
-    how avro Tables' values are decoded, by input name)."""
+    """The topic input's view with a column per lookup, named after its Table input (`avro`,
+    `protobuf`: how avro and protobuf Tables' values are decoded, by input name)."""
     for lookup in item.lookups:
-        view = with_lookup(view, spec, item, lookup, (avro or {}).get(lookup.table))
+        view = with_lookup(
+            view,
+            spec,
+            item,
+            lookup,
+            (avro or {}).get(lookup.table),
+            (protobuf or {}).get(lookup.table),
+        )
     return view
 
 
@@ -276,6 +285,7 @@ def with_lookup(
     item: runspecs.InputSpec,
     lookup: runspecs.LookupSpec,
     avro: avrorecords.AvroReading | None = None,
+    protobuf: protorecords.ProtoReading | None = None,
 ) -> DataFrame:
     """The view with the Table's value of each record's key as a column named lookup.table."""
     table = next(i for i in spec.inputs if i.name == lookup.table and i.kind == "table")
@@ -316,6 +326,15 @@ def with_lookup(
             )
         value = avrorecords.decode_value_expr(
             records.quote(value_column), avro, input_name=table.name
+        )
+    elif table.format == "protobuf":
+        if protobuf is None:
+            raise ValueError(
+                f"{what}: Table input {table.name} is protobuf, and its schemas are not resolved"
+            )
+        row = protostages.decoded_row(F.col(value_column), protobuf, input_name=table.name)
+        return joined.select(
+            *(F.col(records.quote(c)) for c in view.columns), row.alias(lookup.table)
         )
     else:
         value = records.lookup_value_expr(value_column, table.format, table.value_schema)

@@ -89,6 +89,15 @@ def decode_stages(
     )
 
 
+def decoded_row(values: Column, reading: protorecords.ProtoReading, *, input_name: str) -> Column:
+    """A Table's Protobuf values (BINARY) as structs of the reader's fields, for Table reads and
+    lookups, which have no stage to split bad records off: a value that is not in the wire
+    format or does not parse reads as NULL, as an Avro Table's does; one of an id the query
+    does not know stops it (protorecords.UnknownSchemaIdError), to be planned again."""
+    decoded: Column = decoder(reading, input_name=input_name)(values)
+    return decoded.getField("row")
+
+
 def reason_expr() -> str:
     """A sentence for the error kind of a bad Protobuf record."""
     return (

@@ -11,8 +11,9 @@ An input with `eventTime` gets Spark's watermark on that column, so the SQL need
 
 A Table input is its latest state: the changelog topic read as a batch up to its latest offsets,
 the last record per key kept (by offset within a partition, then by timestamp), tombstones
-dropped, values decoded as a topic input's are (an avro value of a schema id the query does not
-know stops it, to be planned again with the writer's new version, as for a topic input).
+dropped, values decoded as a topic input's are (an avro or protobuf value of a schema id the
+query does not know stops it, to be planned again with the writer's new version, as for a topic
+input).
 Joined with a stream, Spark plans this static side again at every micro-batch, so each batch
 sees the Table as it was when the batch started. That costs a read of the (compacted) Table per
 batch: right for small Tables. A topic input's `lookups` join a Table without that read
@@ -62,13 +63,15 @@ def read_inputs(
     avro, protobuf = avro or {}, protobuf or {}
     for item in spec.inputs:
         if item.kind == "table":
-            views[item.name] = read_table(spark, spec, item, avro.get(item.name))
+            views[item.name] = read_table(
+                spark, spec, item, avro.get(item.name), protobuf.get(item.name)
+            )
         else:
             view, bad_records = read_topic(
                 spark, spec, item, avro.get(item.name), protobuf.get(item.name)
             )
             # Before the watermark: a Python stage would drop the column's watermark.
-            view = lookups.with_lookups(view, spec, item, avro)
+            view = lookups.with_lookups(view, spec, item, avro, protobuf)
             views[item.name] = with_event_time(view, item)
             if bad_records is not None:
                 bad[item.name] = bad_records
@@ -154,9 +157,10 @@ def read_table(
     spec: runspecs.RunSpec,
     item: runspecs.InputSpec,
     avro: avrorecords.AvroReading | None = None,
+    protobuf: protorecords.ProtoReading | None = None,
 ) -> DataFrame:
-    """A Table's latest value per key, as the columns of its value format (`avro`: how an avro
-    Table's values are decoded)."""
+    """A Table's latest value per key, as the columns of its value format (`avro`, `protobuf`:
+    how an avro or protobuf Table's values are decoded)."""
     raw = spark.read.format("kafka").options(**options.table_reader_options(spec, item)).load()
     in_partition = raw.groupBy("key", "partition").agg(
         F.max_by(F.struct("value", "timestamp", "offset"), "offset").alias("r")
@@ -196,6 +200,14 @@ def read_table(
         )
         view = decoded.selectExpr(
             *records.view_exprs("avro", schema_columns=avro.columns, source=records.ROW)
+        )
+    elif item.format == "protobuf":
+        if protobuf is None:
+            raise ValueError(f"input {item.name} is protobuf, and its schemas are not resolved")
+        row = protostages.decoded_row(F.col("value"), protobuf, input_name=item.name)
+        decoded = latest.select("key", *records.METADATA_COLUMNS, row.alias(records.ROW))
+        view = decoded.selectExpr(
+            *records.view_exprs("protobuf", schema_columns=protobuf.columns, source=records.ROW)
         )
     else:
         view = latest.selectExpr(*records.view_exprs(item.format))

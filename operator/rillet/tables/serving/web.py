@@ -31,7 +31,7 @@ from prometheus_client import (
 
 from rillet.api.v1alpha1 import fields
 from rillet.tables import tables
-from rillet.tables.avrovalues import AvroValueError, AvroValues
+from rillet.tables.registryvalues import RegistryValues, UndecodableValueError
 from rillet.tables.serving.following import TableFollower
 from rillet.tables.tablestore import TableStore
 
@@ -41,6 +41,7 @@ _CONTENT_TYPES = {
     "string": "text/plain",
     "bytes": "application/octet-stream",
     "avro": "application/json",  # decoded (avrovalues)
+    "protobuf": "application/json",  # decoded (registryvalues)
 }
 
 
@@ -96,31 +97,32 @@ class _Routes:
         store: TableStore,
         follower: TableFollower,
         value_format: fields.Format,
-        avro: AvroValues | None,
+        decoder: RegistryValues | None,
     ) -> None:
         self.table, self.store, self.follower = table, store, follower
         self.value_format = value_format
         self.value_type = _CONTENT_TYPES[value_format]
         self.metrics = ServerMetrics(table, follower)
-        self.avro = avro
+        self.decoder = decoder
 
     async def _entries(self, found: list[tuple[bytes, bytes]], *, partial: bool) -> web.Response:
-        """Matches as `[{"key": ..., "value": ...}]`, avro values decoded into JSON."""
+        """Matches as `[{"key": ..., "value": ...}]`, avro and protobuf values decoded into
+        JSON."""
         try:
             body = [
                 {"key": _decoded(key, self.store.key_format), "value": await self._value(value)}
                 for key, value in found
             ]
-        except AvroValueError as error:
+        except UndecodableValueError as error:
             return _error(500, f"a value of Table {self.table} does not decode: {error}")
         headers = {"Rillet-Match": "partial"} if partial else None
         return web.json_response(body, headers=headers)
 
     async def _value(self, data: bytes) -> Any:
-        if self.avro is None:
+        if self.decoder is None:
             return _decoded(data, self.value_format)
         # In a thread: the first value of a schema id asks the registry for it.
-        return await asyncio.to_thread(self.avro.decoded, data)
+        return await asyncio.to_thread(self.decoder.decoded, data)
 
     def _answered(self, result: str, started: float) -> None:
         self.metrics.lookups.labels(table=self.table, result=result).inc()
@@ -150,11 +152,11 @@ class _Routes:
             return _error(404, f"Table {self.table} has no key {key}")
         if len(found) == 1 and tables.same_key(found[0][0], key, self.store.key_format):
             self._answered("found", started)
-            if self.avro is None:
+            if self.decoder is None:
                 return web.Response(body=found[0][1], content_type=self.value_type)
             try:
                 return web.json_response(await self._value(found[0][1]))
-            except AvroValueError as error:
+            except UndecodableValueError as error:
                 return _error(500, f"the value of key {key} does not decode: {error}")
         self._answered("partial", started)
         return await self._entries(found, partial=True)
@@ -193,11 +195,11 @@ def application(
     store: TableStore,
     follower: TableFollower,
     value_format: fields.Format,
-    avro: AvroValues | None = None,
+    decoder: RegistryValues | None = None,
 ) -> web.Application:
     """The server's aiohttp application for one Table."""
     routes = _Routes(
-        table=table, store=store, follower=follower, value_format=value_format, avro=avro
+        table=table, store=store, follower=follower, value_format=value_format, decoder=decoder
     )
     app = web.Application()
     app.add_routes(
