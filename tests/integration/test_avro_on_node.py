@@ -1,4 +1,5 @@
-"""An Avro App as users run it: the operator hands its driver pod the schema registry.
+"""Registry-encoded Apps and Tables as users run them: the operator hands their pods the schema
+registry.
 
 Test plan (an operator of the test's own with the stack's registry in its settings, as the
 chart's `schemaRegistry.url` and `existingSecret` set them; ground truth: the registry, read
@@ -9,9 +10,11 @@ with confluent-kafka's client):
   is Stalled (SchemaRegistryRefused) naming the subject, the registry's reason and what to
   fix; the subject still has its one version;
 - the registry's password is in no pod spec, ConfigMap, App status or Event of the namespace;
-- an avro Table with serve: its server pod, logged in to the registry with the credentials of
-  the Secret the operator made for it (owned by the Table), answers `rillet table get` (through
-  the apiserver, no Kafka given) with the value AvroSerializer wrote, as JSON; the password is
+- an avro Table, and a protobuf one, with serve: its server pod (for Protobuf, protoc compiles
+  the `.proto` text the registry serves, on a read-only root filesystem), logged in to the
+  registry with the credentials of the Secret the operator made for it (owned by the Table),
+  answers `rillet table get` (through the apiserver, no Kafka given) with the value
+  AvroSerializer wrote (a Protobuf order under its schema as text), as JSON; the password is
   in no pod spec, ConfigMap or Event.
 """
 
@@ -30,7 +33,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from rillet.reconcile import tableservers
 from rillet_devstack import stack as devstack
 from rillet_devstack.operating import OperatorProcess
+from tests import protoorders
 
+from . import protoproducing
 from .avroorders import ORDER, ORDER_JSON, ORDER_V1
 from .conftest import Kube
 from .objects import apply, get, table, wait_condition
@@ -116,7 +121,25 @@ def test_a_registry_refusal_of_an_avro_output_stalls_the_app_naming_the_subject(
                 client.delete_subject(subject_name, permanent=True)
 
 
-def test_an_avro_tables_server_answers_json_logged_in_from_its_own_secret(
+def _avro_value(client: SchemaRegistryClient, topic: str) -> bytes:
+    value = AvroSerializer(client, json.dumps(ORDER_V1))(
+        ORDER, SerializationContext(topic, MessageField.VALUE)
+    )
+    assert value is not None
+    return bytes(value)
+
+
+# What each format's server is given (as a serializer of the ecosystem writes it) and answers.
+SERVED = {
+    "avro": (_avro_value, ORDER_JSON),
+    # Registered as text, which the server compiles with protoc on its read-only root filesystem.
+    "protobuf": (protoproducing.text_serialized, protoorders.ORDER_JSON),
+}
+
+
+@pytest.mark.parametrize("value_format", SERVED)
+def test_a_registry_tables_server_answers_json_logged_in_from_its_own_secret(
+    value_format: str,
     kube: Kube,
     stack: devstack.StackState,
     kafka_bootstrap: str,
@@ -131,12 +154,12 @@ def test_an_avro_tables_server_answers_json_logged_in_from_its_own_secret(
     own.start()
     namespace = own.namespace_pattern
     name, topic = "orders-by-id", f"{kafka_prefix}-orders-by-id"
-    context = SerializationContext(topic, MessageField.VALUE)
+    serialize, answer = SERVED[value_format]
     with SchemaRegistryClient(registry.client_config()) as client:
         try:
-            value = AvroSerializer(client, json.dumps(ORDER_V1))(ORDER, context)
+            value = serialize(client, topic)
             producer = Producer({"bootstrap.servers": kafka_bootstrap})
-            spec = {"topicName": topic, "partitions": 1, "valueFormat": "avro", "serve": {}}
+            spec = {"topicName": topic, "partitions": 1, "valueFormat": value_format, "serve": {}}
             manifest = table(name, namespace, **spec)
             del manifest["spec"]["valueSchema"]  # json's
             apply(kube, manifest)
@@ -154,7 +177,7 @@ def test_an_avro_tables_server_answers_json_logged_in_from_its_own_secret(
             found = table_get(kube, name, "7", namespace, None)  # only the server knows
 
             assert found.returncode == 0, found.stderr
-            assert json.loads(found.stdout) == ORDER_JSON
+            assert json.loads(found.stdout) == answer
             secret = get(kube, "secret", tableservers.registry_secret_name(name), namespace)
             assert secret["metadata"]["ownerReferences"][0]["name"] == name
             assert registry.password not in _everything_shown(kube, namespace)

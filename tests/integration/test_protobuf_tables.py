@@ -27,18 +27,15 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf.message import Message
 
 from rillet.driverapi import runspecs
-from rillet.runtime.queries import protofiles
 from rillet_devstack import stack as devstack
 from tests import protoorders
 
 from . import runtime_helpers as rt
 from . import watching
 from .polling import wait_for
+from .protoproducing import serialized
 from .test_table_server import TrackedProducer, _get, _ready, _serving, _table_get
 
 API = {"apiVersion": "rillet.io/v1alpha1"}
@@ -46,38 +43,6 @@ API = {"apiVersion": "rillet.io/v1alpha1"}
 TABLE_JSON = {
     name: protoorders.ORDER_JSON[name] for name in ("id", "amount", "at", "tags", "note", "address")
 }
-
-
-def order_class(version: int = 1) -> type[Message]:
-    return protofiles.message_class(protoorders.order_files(version=version), protoorders.ORDER)
-
-
-def serialized(
-    client: SchemaRegistryClient,
-    topic: str,
-    *,
-    version: int = 1,
-    order_id: int = 7,
-    city: str | None = None,
-    note: str | None = None,
-    channel: str | None = None,
-) -> bytes:
-    """protoorders' order (with what is given changed), as ProtobufSerializer writes it,
-    registering its schema under <topic>-value."""
-    kind = order_class(version)
-    order: Any = protoorders.built_order(kind)
-    order.id = order_id
-    if city is not None:
-        order.address.city = city
-    if note is not None:
-        order.note.value = note
-    if channel is not None:
-        order.channel = channel
-    written = ProtobufSerializer(kind, client)(
-        order, SerializationContext(topic, MessageField.VALUE)
-    )
-    assert written is not None
-    return bytes(written)
 
 
 def _documents() -> list[dict[str, Any]]:
