@@ -39,7 +39,7 @@ def parse_args() -> argparse.Namespace:
     worker.add_argument("--stateless", action="store_true")
     worker.add_argument("--hand", action="store_true")
     worker.add_argument("--delivery", choices=["AtLeastOnce", "ExactlyOnce"])
-    worker.add_argument("--format", choices=["json", "avro", "string"])
+    worker.add_argument("--format", choices=["json", "avro", "protobuf", "string"])
     worker.add_argument("--max-offsets", type=int, help="records per batch (MAX_OFFSETS)")
     parser.add_argument("--records", type=int, default=settings.RECORDS, help="input lines")
     parser.add_argument("--repeats", type=int, default=settings.REPEATS, help="runs per figure")

@@ -1,13 +1,16 @@
-"""Avro against JSON input (`--only formats`): the same word count over the same lines, as
-`{"line": ...}` JSON values and as Avro records in the Confluent wire format, and as plain
-strings (the reference that decodes nothing), each in a topic of its own.
+"""Avro and Protobuf against JSON input (`--only formats`): the same word count over the same
+lines, as `{"line": ...}` JSON values, as Avro records and as Protobuf messages in the Confluent
+wire format, and as plain strings (the reference that decodes nothing), each in a topic of its
+own.
 
 Every run is the word-count App in a Spark worker (sparkworker), the same Spark settings as
 (a), with the App's input of that format, in batches of MAX_OFFSETS or fewer records (at least
 FORMATS_BATCHES batches: the steady state, after the first batch, is where decoding shows
 without the start's fixed costs); the formats take turns within each repeat, in an order
 rotated per repeat, so the machine's noise falls on all of them alike.
-Target (issue 37): Avro at least as fast as JSON, which parses text.
+Target (issue 37): Avro at least as fast as JSON, which parses text. Protobuf has no target:
+Spark's protobuf connector is not served here, so Rillet decodes it in Python workers (an Arrow
+UDF, docs/formats.md); the figure says what that costs.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 
 from bench.pipeline import feeding, lineformats, settings, sparkworker
 
-FORMATS = ("json", "avro", "string")
+FORMATS = ("json", "avro", "protobuf", "string")
+REGISTERED = ("avro", "protobuf")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +50,7 @@ def formats(bootstrap: str, *, config: settings.Settings) -> None:
         encoders: dict[str, feeding.Encode | None] = {
             "json": lineformats.json_line,
             "avro": lineformats.avro_encoder(client, topics["avro"]),
+            "protobuf": lineformats.protobuf_encoder(client, topics["protobuf"]),
             "string": None,
         }
         for value_format, topic in topics.items():
@@ -57,7 +62,7 @@ def formats(bootstrap: str, *, config: settings.Settings) -> None:
                 for master in settings.FORMATS_MASTERS
             }
     finally:
-        lineformats.delete_subjects(client, [t for f, t in topics.items() if f == "avro"])
+        lineformats.delete_subjects(client, [t for f, t in topics.items() if f in REGISTERED])
     report(rates, config=config)
 
 
@@ -134,7 +139,8 @@ def cores(master: str) -> int:
 
 
 def report(rates: dict[str, dict[str, Rates]], *, config: settings.Settings) -> None:
-    """Per master: each format's medians, per core, and Avro/JSON against the target."""
+    """Per master: each format's medians, per core, Avro/JSON against the target, and
+    Protobuf/JSON."""
     print()
     print(
         f"Word count by input format over {config.records:,} lines, {settings.PARTITIONS} "
@@ -151,10 +157,16 @@ def report(rates: dict[str, dict[str, Rates]], *, config: settings.Settings) -> 
             )
     for master, by_format in rates.items():
         avro, json, string = by_format["avro"], by_format["json"], by_format["string"]
+        protobuf = by_format["protobuf"]
         whole, steady = avro.whole / json.whole, avro.steady / max(json.steady, 1e-9)
         holds = "holds" if whole >= 1.0 else "does not hold"
         print(
             f"{master}: Avro/JSON = {whole:.2f}x whole run, {steady:.2f}x steady state: the "
             f"target (>= 1.0x whole run) {holds}; against string (no decoding): JSON "
             f"{json.whole / string.whole:.0%}, Avro {avro.whole / string.whole:.0%}"
+        )
+        print(
+            f"{master}: Protobuf/JSON = {protobuf.whole / json.whole:.2f}x whole run, "
+            f"{protobuf.steady / max(json.steady, 1e-9):.2f}x steady state (decoded in Python "
+            f"workers; no target); against string: {protobuf.whole / string.whole:.0%}"
         )

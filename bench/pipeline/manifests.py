@@ -47,13 +47,15 @@ LINES_SQL = (
     "SELECT word, count(*) AS count FROM (SELECT explode(split(lower(line), '[^a-z0-9]+')) "
     "AS word FROM {lines}) WHERE word != '' GROUP BY word"
 )
-# A json input's columns; an avro input's come from the registry (the subject's latest).
+# A json input's columns; an avro or protobuf input's come from the registry (the subject's
+# latest).
 LINES_JSON_SCHEMA = "line STRING"
 
 
 def formats_manifest(*, source: str, target: str, value_format: str) -> list[dict[str, Any]]:
     """examples/wordcount.yaml reading input `lines` in `value_format` (json: `{"line": ...}`;
-    avro: records of one string field `line`, the subject <topic>-value; string: the line as
+    avro: records of one string field `line`, the subject <topic>-value; protobuf: messages of
+    one string field `line`, likewise; string: the line as
     it is, the view's `value` renamed, the reference that decodes nothing)."""
     documents = app_manifest(source=source, target=target, stateless=False)
     app = documents[-1]["spec"]

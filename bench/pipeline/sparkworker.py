@@ -45,7 +45,7 @@ def spark_worker(args: argparse.Namespace) -> None:
         documents,
         bootstrap_servers=args.bootstrap,
         checkpoint_location=args.checkpoint,
-        schema_registry=schema_registry(runspecs) if args.format == "avro" else None,
+        schema_registry=schema_registry(runspecs) if args.format in ("avro", "protobuf") else None,
     )
     catch_up = args.trigger == "available-now"
     trigger = runspecs.TriggerSpec(
@@ -100,8 +100,8 @@ def spark_worker(args: argparse.Namespace) -> None:
 
 
 def schema_registry(runspecs: Any) -> Any:
-    """The registry of an Avro run, as `rillet run` takes it: the URL from the environment the
-    benchmark gave the worker; the driver reads the credentials from it too (schemacatalog)."""
+    """The registry of an Avro or Protobuf run, as `rillet run` takes it: the URL from the
+    environment the benchmark gave the worker; the driver reads the credentials from it too."""
     return runspecs.SchemaRegistry(url=os.environ["RILLET_SCHEMA_REGISTRY_URL"])
 
 
