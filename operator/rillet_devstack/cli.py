@@ -273,9 +273,7 @@ def dev_image_build(
     directory: Annotated[
         Path, typer.Argument(help="The build context: the folder holding the Dockerfile.")
     ],
-    tag: Annotated[
-        str, typer.Option("--tag", "-t", help="The image's name, e.g. my-app:dev.")
-    ],
+    tag: Annotated[str, typer.Option("--tag", "-t", help="The image's name, e.g. my-app:dev.")],
     file: Annotated[
         Path | None,
         typer.Option("--file", "-f", help="The Dockerfile (default: DIRECTORY/Dockerfile)."),
