@@ -20,11 +20,17 @@ Test plan (one App, so Spark starts twice: the first driver and the rolled one):
 - spec.image set to v2 rolls the driver: the first one stops at the end of a batch on SIGTERM, a
   new one runs v2; clicks produced then into the same windows are counted on top of the first
   ones (the state is carried across the roll) and their sections are v2's from its first
-  batch on: the Table equals the ground truth exactly.
+  batch on: the Table equals the ground truth exactly;
+- then, the App deleted, two Apps of the v2 image whose pipelines give no DataFrames (the v2
+  copy also holds a module that raises on import, and a function that returns a list): each is
+  Stalled (DriverCrashLooping, which the kubelet's back-off gives) with the Python error's last
+  line, its driver exited with 1 and restarted a few times at most, no executor pod left behind.
+  (test_runtime_python_errors checks the same lines in process, with a missing function too.)
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import random
 import shutil
@@ -49,7 +55,7 @@ from . import runtime_helpers as rt
 from .conftest import Kube
 from .objects import apply, get
 from .polling import wait_for
-from .wordcounts import C1_ONLY, SMALL, driver_running, running
+from .wordcounts import C1_ONLY, SMALL, driver_running, pods, running, stalled
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -71,6 +77,20 @@ V1_LINE = 'return _sections().get(first, "other")'
 V2_LINE = "return _sections().get(first, first)"
 # What a Python worker prints as it loads the package's map (clicksessions/sections.py).
 LOADED = "clicksessions: 6 sections loaded on "
+# Test-only modules the v2 copy holds beside the example's, and the lines their Apps stop with.
+BROKEN = {
+    "clicksessions.broken:build": (
+        "broken.py",
+        'raise RuntimeError("SECTIONS_URL is not set: no section map")\n',
+        "RuntimeError: SECTIONS_URL is not set: no section map",
+    ),
+    "clicksessions.listed:build": (
+        "listed.py",
+        "def build(spark, inputs):\n    return [inputs['clicks']]\n",
+        "PipelineError: clicksessions.listed:build returned list: it must return a DataFrame "
+        "or a dict of DataFrames by result name",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -179,6 +199,8 @@ def v2_of_the_example(directory: Path) -> Path:
     text = source.read_text()
     assert text.count(V1_LINE) == 1, "the example's section_of changed: update V1_LINE"
     source.write_text(text.replace(V1_LINE, V2_LINE))
+    for file, code, _ in BROKEN.values():
+        (source.parent / file).write_text(code)
     return directory
 
 
@@ -244,6 +266,8 @@ def test_a_python_pipeline_from_its_image_runs_in_executors_and_rolls_to_a_new_i
     )
     driver = get(kube, "pod", second["metadata"]["name"], namespace)
     assert driver["status"]["containerStatuses"][0]["restartCount"] == 0
+    kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", "--timeout=120s")
+    _broken_pipelines_stall_with_their_errors(kube, namespace, documents, v2)
     measurement(
         f"two images built and imported by `rillet dev image build` in {built:.0f} s; "
         f"{len(counted)} clicks into {len(truth)} visits across the roll from v1 to v2, exact"
@@ -264,3 +288,40 @@ def _the_udf_ran_in_an_executors_python_worker(kube: Kube, namespace: str, drive
         host: text[-2000:] for host, text in said.items()
     }
     assert LOADED not in kube.kubectl("logs", "-n", namespace, driver).stdout
+
+
+def _broken_pipelines_stall_with_their_errors(
+    kube: Kube, namespace: str, documents: list[dict[str, Any]], image: str
+) -> None:
+    """An App per BROKEN entrypoint (the example's, with a Table of its own), at once: each
+    Stalled with its line, its driver in the kubelet's back-off, no executor pod left."""
+    _, table, app = documents
+    for index, entrypoint in enumerate(BROKEN):
+        broken_table = copy.deepcopy(table)
+        broken_table["metadata"]["name"] = f"broken-{index}"
+        broken_table["spec"]["topicName"] = f"{table['spec']['topicName']}-broken-{index}"
+        broken_app = copy.deepcopy(app)
+        broken_app["metadata"]["name"] = f"broken-{index}"
+        broken_app["spec"] |= {"image": image, "pipeline": {"python": {"entrypoint": entrypoint}}}
+        broken_app["spec"]["outputs"][0]["tableRef"]["name"] = f"broken-{index}"
+        apply(kube, broken_table, broken_app)
+    for index, (_, _, line) in enumerate(BROKEN.values()):
+        name = f"broken-{index}"
+        found = wait_for(
+            stalled(kube, name, namespace), timeout=300, interval=3, what=f"{name} Stalled"
+        )
+        expected = ("DriverCrashLooping", f"{line} (exit code 1)")
+        assert (found["reason"], found["message"]) == expected, found
+        (driver,) = kube.api.list(
+            "pod", namespace, labels=f"rillet.io/app={name},rillet.io/role=driver"
+        )
+        # The operator saw the kubelet back off (CrashLoopBackOff): few restarts, each an exit.
+        status = driver["status"]["containerStatuses"][0]
+        assert status["restartCount"] <= 4, status
+        assert status["lastState"]["terminated"]["exitCode"] == 1, status
+    wait_for(
+        lambda: not pods(kube, namespace, "executor"),
+        timeout=120,
+        interval=2,
+        what="no executor pod of the stalled Apps",
+    )
