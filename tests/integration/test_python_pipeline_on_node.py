@@ -57,7 +57,9 @@ from .objects import apply, get
 from .polling import wait_for
 from .wordcounts import C1_ONLY, SMALL, driver_running, pods, running, stalled
 
-pytestmark = pytest.mark.usefixtures("operator")
+# runtime_image: the stack's runtime, which the command builds the user's images FROM (and the
+# fixture that puts the test in the node's group: one node test at a time).
+pytestmark = pytest.mark.usefixtures("operator", "runtime_image")
 
 EXAMPLE = rt.EXAMPLES / "python-sessions"
 WINDOW = timedelta(minutes=5)
@@ -208,7 +210,6 @@ def test_a_python_pipeline_from_its_image_runs_in_executors_and_rolls_to_a_new_i
     kube: Kube,
     namespace: str,
     kafka_prefix: str,
-    runtime_image: str,
     kafka_bootstrap: str,
     image_builds: Callable[[Path, str], str],
     measurement: Callable[[str], None],
@@ -236,7 +237,7 @@ def test_a_python_pipeline_from_its_image_runs_in_executors_and_rolls_to_a_new_i
         what=f"Table {visits} to equal v1's visits ({len(truth)})",
     )
 
-    _the_udf_ran_in_an_executors_python_worker(kube, namespace, first["metadata"]["name"])
+    _the_udf_ran_in_an_executors_python_worker(kube, namespace, first["metadata"]["name"], v1)
 
     log = tmp_path / "v1-driver.log"
     with podlogs.following(kube, namespace, first["metadata"]["name"], log):
@@ -274,11 +275,15 @@ def test_a_python_pipeline_from_its_image_runs_in_executors_and_rolls_to_a_new_i
     )
 
 
-def _the_udf_ran_in_an_executors_python_worker(kube: Kube, namespace: str, driver: str) -> None:
-    """An executor pod's log holds the line a Python worker prints as the UDF first loads the
-    package's map, naming the executor's host; the driver's does not."""
+def _the_udf_ran_in_an_executors_python_worker(
+    kube: Kube, namespace: str, driver: str, image: str
+) -> None:
+    """The executor pods run the App's image, and one's log holds the line a Python worker
+    prints as the UDF first loads the package's map, naming the executor's host; the driver's
+    log does not."""
     executors = running(kube, namespace, "executor")
     assert executors, "no executor pod Running"
+    assert {p["spec"]["containers"][0]["image"] for p in executors} == {image}
     hosts = {p["spec"].get("hostname") or p["metadata"]["name"]: p for p in executors}
     said = {
         host: kube.kubectl("logs", "-n", namespace, pod["metadata"]["name"]).stdout
