@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import rich.markup
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 app = typer.Typer(help="The local stack: Kubernetes control plane, Kafka, Spark connector.")
 node_app = typer.Typer(help="Stop (as a crash would) and start the stack's extra nodes.")
 app.add_typer(node_app, name="node")
+image_app = typer.Typer(help="Build a user's image (FROM the runtime) and put it on every node.")
+app.add_typer(image_app, name="image")
 console = Console(stderr=True)
 
 
@@ -263,3 +266,33 @@ def dev_node_start(
         nodegrowing.start(state, name, report=_timed_step)
     except (nodegrowing.UnknownNodeError, ComponentFailedError) as error:
         raise _fail(str(error)) from None
+
+
+@image_app.command("build")
+def dev_image_build(
+    directory: Annotated[
+        Path, typer.Argument(help="The build context: the folder holding the Dockerfile.")
+    ],
+    tag: Annotated[str, typer.Option("--tag", "-t", help="The image's name, e.g. my-app:dev.")],
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="The Dockerfile (default: DIRECTORY/Dockerfile)."),
+    ] = None,
+) -> None:
+    """Build a Dockerfile with the stack's buildah, its build argument RUNTIME_IMAGE set to the
+    stack's runtime image, and import the image into every node; prints the name for the App's
+    spec.image (docs/python-pipelines.md)."""
+    from rillet_devstack import userimages
+    from rillet_devstack.commands import CommandFailedError
+
+    try:
+        request = userimages.BuildRequest.of(directory, name=tag, dockerfile=file)
+    except (userimages.InvalidNameError, FileNotFoundError) as error:
+        raise _fail(str(error)) from None
+    state = _running_stack()
+    try:
+        nodes = userimages.build(state, request, report=_timed_step)
+    except (userimages.NoNodeError, CommandFailedError) as error:
+        raise _fail(str(error)) from None
+    console.print(f"{request.reference} on {', '.join(nodes)}", highlight=False)
+    typer.echo(request.name)

@@ -169,15 +169,16 @@ def maven_rc(truststore: str) -> str:
     )
 
 
-def _build_home() -> Path:
-    """A home directory for root in the build's RUN steps, holding the host's trust.
+def build_home(name: str = "build-home") -> Path:
+    """A home directory for root in the build's RUN steps, holding the host's trust (`name`:
+    its folder, one per kind of build, so a user's build never empties a project build's).
 
     It is mounted over /root, which the base already has: a volume on a path the image lacks
     (/etc/pip.conf) would leave an empty stub of it in the layer. pip and mvn read their user
     configuration from there; whatever a step writes to $HOME (Maven's ~/.m2) stays out of the
     image as well.
     """
-    home = imagestore.images_dir() / "build-home"
+    home = imagestore.images_dir() / name
     shutil.rmtree(home, ignore_errors=True)
     trust = home / BUILD_TRUST
     trust.mkdir(parents=True)
@@ -191,15 +192,22 @@ def _build_home() -> Path:
 
 
 def bud_arguments(
-    *, dockerfile: Path, context: Path, reference: str, volumes: Iterable[str]
+    *,
+    dockerfile: Path,
+    context: Path,
+    reference: str,
+    volumes: Iterable[str],
+    build_args: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The `buildah bud` command line of a project image.
+    """The `buildah bud` command line of a project image (`build_args`: the Dockerfile's ARGs,
+    by default the base image's).
 
     Host network: a private one makes buildah set up a CNI bridge (cni-podman0) and firewall
     chains on the host, beside the node's own. The default (oci) isolation works here: the
     oom_score_adj pitfall of runc is containerd's CRI, not buildah's. --layers reuses unchanged
     steps (the apt and pyspark layers) when only the sources change.
     """
+    arguments = {"BASE_IMAGE": versions.BASE_IMAGE} if build_args is None else build_args
     return [
         "buildah",
         "bud",
@@ -207,7 +215,7 @@ def bud_arguments(
         "--network=host",
         "--pull=never",
         "--layers",
-        f"--build-arg=BASE_IMAGE={versions.BASE_IMAGE}",
+        *(f"--build-arg={name}={value}" for name, value in arguments.items()),
         *volumes,
         f"--file={dockerfile}",
         f"--tag={reference}",
@@ -219,7 +227,7 @@ class BuildLeftoverError(RuntimeError):
     """A built image contains what only the build was meant to see."""
 
 
-def _check_no_build_home(reference: str, home: Path) -> None:
+def check_no_build_home(reference: str, home: Path) -> None:
     """Fail if anything of the build's home (its trust, pip and Maven configs, caches) was
     committed under the image's /root."""
     log = imagestore.build_log("check")
@@ -268,7 +276,7 @@ def build_project_image(
     log = imagestore.build_log(name)
     log.unlink(missing_ok=True)
     with reporting.Spans(report, f"{name} image: ") as spans:
-        home = _build_home()
+        home = build_home()
         arguments = bud_arguments(
             dockerfile=context / "images" / name / "Dockerfile",
             context=context,
@@ -277,7 +285,7 @@ def build_project_image(
         )
         run_logged(arguments, log=log, on_line=reporting.stage_changes(spans, buildah_step))
         spans.start(f"check {reference} holds nothing of the build's home")
-        _check_no_build_home(reference, home)
+        check_no_build_home(reference, home)
     shutil.rmtree(context, ignore_errors=True)
     shutil.rmtree(home, ignore_errors=True)
     _remove_other_tags(name, reference)

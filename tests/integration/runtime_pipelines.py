@@ -27,3 +27,8 @@ def split_orders(spark: SparkSession, inputs: dict[str, DataFrame]) -> dict[str,
         "large": orders.where("amount >= 100"),
         "small": orders.where("amount < 100"),
     }
+
+
+def listed_clicks(spark: SparkSession, inputs: dict[str, DataFrame]) -> list[DataFrame]:
+    """The wrong return type: a list of DataFrames, not a DataFrame or a dict of them."""
+    return [inputs["clicks"]]

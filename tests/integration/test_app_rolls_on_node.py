@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 import threading
 import time
 import uuid
@@ -35,8 +34,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from rillet.tables import watermarks
-from rillet_devstack import tools
 
+from . import podlogs
 from .conftest import Kube
 from .objects import apply, get, topic, wait_condition
 from .polling import wait_for
@@ -53,8 +52,6 @@ SQL = "SELECT value FROM records"
 # The same records, a different text: the run spec's SQL is hashed, so the driver rolls.
 EQUIVALENT_SQL = "SELECT value FROM records WHERE value IS NOT NULL"
 SPEC_HASH = "rillet.io/spec-hash"
-# What the driver logs when SIGTERM asks it to stop at a batch boundary (runtime/driver/driving.py).
-GRACEFUL_STOP = "received SIGTERM: stopping at the end of the running batch"
 
 
 def copying_app(
@@ -188,22 +185,6 @@ def committed_values(bootstrap: str, topic_name: str, *, timeout: float = 60) ->
         consumer.close()
 
 
-@contextlib.contextmanager
-def _following_logs(kube: Kube, namespace: str, pod: str, path: Path) -> Iterator[Path]:
-    """The pod's log, followed into `path` until the pod goes (or the block ends): the log of a
-    driver that a roll replaces is gone with its pod."""
-    command = [str(tools.kubectl()), f"--kubeconfig={kube.kubeconfig}", "logs", "-f"]
-    with path.open("wb") as out:
-        follower = subprocess.Popen(
-            [*command, "-n", namespace, pod], stdout=out, stderr=subprocess.STDOUT
-        )
-        try:
-            yield path
-        finally:
-            follower.kill()
-            follower.wait(timeout=30)
-
-
 def _a_new_driver(kube: Kube, namespace: str, old_uid: str) -> Callable[[], Any]:
     def probe() -> Any:
         found = driver_running(kube, namespace)()
@@ -248,7 +229,7 @@ def test_a_driver_rolled_by_a_spec_change_repeats_nothing(
             what="the first driver still copying",
         )
         log = tmp_path / "first-driver.log"
-        with _following_logs(kube, namespace, first["metadata"]["name"], log):
+        with podlogs.following(kube, namespace, first["metadata"]["name"], log):
             change = [{"op": "replace", "path": "/spec/pipeline/sql", "value": EQUIVALENT_SQL}]
             kube.kubectl(
                 "patch", "app", app, "-n", namespace, "--type=json", "-p", json.dumps(change)
@@ -264,7 +245,7 @@ def test_a_driver_rolled_by_a_spec_change_repeats_nothing(
             )
             took = time.monotonic() - rolled_at
         first_log = log.read_text(errors="replace")
-        assert GRACEFUL_STOP in first_log, first_log[-3000:]
+        assert podlogs.GRACEFUL_STOP in first_log, first_log[-3000:]
         annotations = (first["metadata"]["annotations"], second["metadata"]["annotations"])
         assert annotations[0][SPEC_HASH] != annotations[1][SPEC_HASH], "not rolled by the spec"
         # The new driver copies records too (the first one's pod is gone: a StatefulSet of one).

@@ -1,0 +1,99 @@
+"""A Python pipeline that cannot give its DataFrames stops the driver before anything runs,
+with the Python error's last line (real Spark and Kafka, the driver in this process).
+
+That line is what `rillet drive` writes as the driver's termination message
+(`terminating.summarize_error`); the operator shows it as the App's Stalled condition
+(DriverCrashLooping) once the kubelet restarts the driver with its back-off, which
+test_apps_on_node proves on the node for a pipeline that fails at run time.
+
+Test plan (a Topic of clicks, a Table of views, an App naming a Python function):
+- a module that raises as it is imported: the driver refuses to start with that error, its
+  line `RuntimeError: <the module's message>`;
+- a module without the named function: `PipelineError`, naming the entrypoint;
+- a function that returns a list of DataFrames: `PipelineError` naming the entrypoint and the
+  type it returned, and what it must return;
+- in each case no query was started and nothing was written to the Table's topic.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from rillet.runtime.pod import terminating
+from tests.integration import runtime_helpers as rt
+
+MANIFEST = """
+apiVersion: rillet.io/v1alpha1
+kind: Topic
+metadata: {name: clicks}
+spec: {partitions: 1}
+---
+apiVersion: rillet.io/v1alpha1
+kind: Table
+metadata: {name: views}
+spec:
+  keyFormat: string
+  valueSchema: "page STRING, views BIGINT"
+---
+apiVersion: rillet.io/v1alpha1
+kind: App
+metadata: {name: clicks-python}
+spec:
+  image: rillet/spark-runtime:0.1.0
+  inputs:
+    - name: clicks
+      topicRef: {name: clicks}
+      schema: "page STRING"
+  pipeline:
+    python: {entrypoint: ENTRYPOINT}
+  outputs:
+    - tableRef: {name: views}
+      keyColumns: [page]
+"""
+
+
+@pytest.mark.parametrize(
+    ("entrypoint", "line"),
+    [
+        (
+            "tests.integration.pipeline_raising_on_import:build",
+            "RuntimeError: SECTIONS_URL is not set: the pipeline cannot load its section map",
+        ),
+        (
+            "tests.integration.runtime_pipelines:no_such_function",
+            "PipelineError: tests.integration.runtime_pipelines:no_such_function: "
+            "tests.integration.runtime_pipelines has no function no_such_function",
+        ),
+        (
+            "tests.integration.runtime_pipelines:listed_clicks",
+            "PipelineError: tests.integration.runtime_pipelines:listed_clicks returned list: it "
+            "must return a DataFrame or a dict of DataFrames by result name",
+        ),
+    ],
+    ids=["raises-on-import", "missing-function", "wrong-return-type"],
+)
+def test_a_pipeline_that_gives_no_dataframes_stops_the_driver_with_its_errors_last_line(
+    entrypoint: str,
+    line: str,
+    kafka_admin: AdminClient,
+    kafka_bootstrap: str,
+    kafka_prefix: str,
+    tmp_path: Path,
+) -> None:
+    documents = rt.load_manifests(MANIFEST.replace("ENTRYPOINT", entrypoint))
+    topics = rt.privatize(documents, kafka_prefix)
+    rt.create_topics(
+        kafka_admin,
+        [NewTopic(topics["clicks"], 1, 1), NewTopic(topics["views"], 1, 1)],
+    )
+    rt.produce(kafka_bootstrap, topics["clicks"], [(None, '{"page": "/"}')])
+    spec = rt.build_spec(documents, bootstrap=kafka_bootstrap, checkpoint=tmp_path / "ck")
+
+    with pytest.raises(Exception) as raised:  # noqa: PT011 - the type is the line's first word
+        rt.start_app(spec)
+
+    assert terminating.summarize_error(raised.value) == line
+    assert rt.end_offsets(kafka_bootstrap, topics["views"]) == {0: 0}
