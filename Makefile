@@ -38,8 +38,8 @@ demo: stack
 	$(BIN)/rillet dev demo
 
 lint: setup
-	$(BIN)/ruff check operator tests bench
-	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/ruff check operator tests bench examples
+	$(BIN)/ruff format --check operator tests bench examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
