@@ -148,6 +148,21 @@ CASES: tuple[Case, ...] = (
     # --- Topic: Kafka topic names
     Case("topic-name-dot", topic({"topicName": "."}), "cannot be '.' or '..'"),
     Case("topic-name-dot-dot", topic({"topicName": ".."}), "cannot be '.' or '..'"),
+    Case(
+        "topic-name-internal", topic({"topicName": "__consumer_offsets"}), "cannot start with '_'"
+    ),
+    Case("topic-name-internal-schemas", topic({"topicName": "_schemas"}), "cannot start with '_'"),
+    Case("table-name-internal", table({"topicName": "_counts"}), "cannot start with '_'"),
+    Case(
+        "app-external-input-internal",
+        app({"inputs": [app_input(topicRef=DROP, external={"topicName": "__transaction_state"})]}),
+        "cannot start with '_'",
+    ),
+    Case(
+        "app-dead-letter-internal",
+        app({"deadLetterTopic": {"topicName": "_dead"}}),
+        "cannot start with '_'",
+    ),
     Case("topic-name-space", topic({"topicName": "a b"}), "spec.topicName in body should match"),
     Case("topic-name-unicode", topic({"topicName": "ü"}), "spec.topicName in body should match"),
     Case("topic-name-empty", topic({"topicName": ""}), "spec.topicName"),

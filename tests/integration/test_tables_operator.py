@@ -12,20 +12,24 @@ Test plan (each claim checked in Kafka):
   format), and says which namespace has no such Table; with --watch it prints the key's value,
   then each change of that key only (a tombstone as deleted), including changes in a partition
   added while it watches, until interrupted.
+- a Table stored with a spec the models refuse (a topicName of an internal topic, stored under a
+  CRD without that rule) is Stalled InvalidSpec with an Event; deleted with deletionPolicy
+  Delete it goes at once, and the internal topic it names is kept (TopicNotDeleted).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import watching
 from .conftest import Kube
@@ -231,3 +235,82 @@ def test_table_get_finds_the_table_through_the_cluster(
         fresh.produce(kafka_name, key=b'{"user":"u1"}', value=b'{"user":"u1","n":5}', partition=1)
         assert fresh.flush(30) == 0
         assert next(lines) == '{"user":"u1"}\t{"user":"u1","n":5}'
+
+
+INTERNAL_NAME_RULE = "!self.startsWith('_')"
+
+
+@contextlib.contextmanager
+def _tables_crd_without(kube: Kube, rule: str) -> Iterator[None]:
+    """The Table CRD without one CEL rule for a moment: an object applied then is stored as an
+    older release's CRD let it be, which the operator's models refuse today."""
+    crd = kube.api.read("crd", "tables.rillet.io")
+    assert crd is not None
+    original = json.dumps(crd)
+    relaxed = json.loads(original)
+    found = 0
+    for version in relaxed["spec"]["versions"]:
+        for node in _schema_nodes(version["schema"]["openAPIV3Schema"]):
+            rules = node.get("x-kubernetes-validations") or []
+            kept = [r for r in rules if r["rule"] != rule]
+            found += len(rules) - len(kept)
+            if rules:
+                node["x-kubernetes-validations"] = kept
+    assert found, f"the Table CRD has no rule {rule}"
+    kube.kubectl("replace", "-f", "-", input=json.dumps(relaxed))
+    try:
+        yield
+    finally:
+        restored = json.loads(original)
+        current = kube.api.read("crd", "tables.rillet.io")
+        assert current is not None
+        restored["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        kube.kubectl("replace", "-f", "-", input=json.dumps(restored))
+
+
+def _schema_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in (node.get("properties") or {}).values():
+        yield from _schema_nodes(child)
+    if isinstance(node.get("items"), dict):
+        yield from _schema_nodes(node["items"])
+
+
+def test_a_stored_table_the_models_refuse_is_stalled_and_keeps_the_internal_topic_it_names(
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
+) -> None:
+    """The apiserver refuses a topicName starting with '_' (an internal topic: a registry's
+    _schemas, Kafka's __consumer_offsets); one stored before that rule reaches the operator,
+    which says so and, when the Table is deleted, lets it go and keeps the topic."""
+    name, internal = unique("stored"), "_" + unique("internal")
+    created = kafka_admin.create_topics([NewTopic(internal, num_partitions=1)])
+    created[internal].result(timeout=30)
+    try:
+        with _tables_crd_without(kube, INTERNAL_NAME_RULE):
+            apply(
+                kube,
+                table(name, namespace, topicName=internal, partitions=1, deletionPolicy="Delete"),
+            )
+        stalled = wait_condition(
+            kube, "table", name, namespace, condition_type="Stalled", reason="InvalidSpec"
+        )
+        assert "topicName" in condition(stalled, "Stalled")["message"]
+        wait_for(
+            lambda: any(e["reason"] == "InvalidSpec" for e in events(kube, namespace, name)),
+            timeout=30,
+            what="a Warning Event InvalidSpec",
+        )
+
+        kube.api.delete("table", name, namespace)
+        wait_for(
+            lambda: kube.api.read("table", name, namespace) is None,
+            timeout=60,
+            what=f"Table {name} gone (its finalizer released)",
+        )
+        kept = [
+            e["message"] for e in events(kube, namespace, name) if e["reason"] == "TopicNotDeleted"
+        ]
+        assert any(internal in message for message in kept), kept
+        assert internal in kafka_admin.list_topics(timeout=30).topics
+    finally:
+        kafka_admin.delete_topics([internal])[internal].result(timeout=30)

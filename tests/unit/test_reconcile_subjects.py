@@ -2,8 +2,10 @@
 
 Test plan:
 - the gate stops before Kafka, in this order: paused, unmanaged (both say how to undo it), a
-  topic an older object claims (TopicConflict, naming the winner), a name Kafka refuses, and
-  partitions not yet known; an object that passes them all gets no verdict;
+  stored spec the models refuse (InvalidSpec), a topic an older object claims (TopicConflict,
+  naming the winner), a name Kafka refuses or an internal topic's, and partitions not yet
+  known; an object that passes them all gets no verdict;
+- a deleted object's topic is kept when its spec is invalid or its name is an internal topic's;
 - a change made while the object stood Ready at its generation is drift undone: a Warning
   DriftCorrected; the same change after a spec change is a Normal TopicCreated/PartitionsAdded/
   ConfigChanged, and a new verdict adds no second Event when a change was reported;
@@ -36,6 +38,7 @@ def _subject(
     kafka_name: str = "shop.orders",
     rivals: tuple[claims.Claim, ...] = (),
     waiting: str | None = None,
+    invalid: str | None = None,
     status: dict[str, Any] | None = None,
     generation: int = 2,
 ) -> subjects.Subject:
@@ -51,6 +54,7 @@ def _subject(
         rivals=rivals,
         desired=None if waiting else DesiredTopic(kafka_name, 3, 1, {}, ("mine", generation)),
         waiting=waiting,
+        invalid=invalid,
     )
 
 
@@ -71,9 +75,19 @@ def test_the_gate_stops_paused_then_unmanaged_then_conflicting_then_badly_named(
     assert (conflict.state, conflict.reason) == ("stalled", "TopicConflict")
     assert "Table shop/t" in conflict.message
 
+    invalid = subjects.gate(_subject(invalid="topicName: must not start with '_'"))
+    assert invalid is not None
+    assert (invalid.state, invalid.reason) == ("stalled", "InvalidSpec")
+    assert "topicName: must not start with '_'" in invalid.message
+
     bad = subjects.gate(_subject(kafka_name="shop." + "o" * 300))  # too long once prefixed
     assert bad is not None
     assert (bad.state, bad.reason) == ("stalled", "InvalidTopicName")
+
+    internal = subjects.gate(_subject(kafka_name="__consumer_offsets"))
+    assert internal is not None
+    assert (internal.state, internal.reason) == ("stalled", "InvalidTopicName")
+    assert "internal topic" in internal.message
 
     waiting = subjects.gate(_subject(waiting="the Table's input has no partitions yet"))
     assert waiting == Verdict(
@@ -83,6 +97,16 @@ def test_the_gate_stops_paused_then_unmanaged_then_conflicting_then_badly_named(
     assert subjects.gate(_subject()) is None
     younger = _claim("later", created=datetime(2027, 1, 1, tzinfo=UTC))
     assert subjects.gate(_subject(rivals=(younger,))) is None
+
+
+def test_a_deleted_objects_topic_is_kept_when_its_spec_or_name_is_refused() -> None:
+    assert subjects.deletion_refusal(_subject()) is None
+    invalid = subjects.deletion_refusal(_subject(invalid="partitions: must be at least 1"))
+    assert invalid is not None
+    assert "partitions: must be at least 1" in invalid
+    internal = subjects.deletion_refusal(_subject(kafka_name="_schemas"))
+    assert internal is not None
+    assert "internal topic" in internal
 
 
 READY = Verdict("ready", "TopicReady", "topic shop.orders is ready")

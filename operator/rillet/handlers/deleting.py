@@ -34,7 +34,16 @@ def wants_topic_deleted(spec: kopf.Spec, annotations: Mapping[str, str], **_: An
 async def delete_topic(
     body: kopf.Body, subject: subjects.Subject, *, syncer: TopicSyncer, retry: int
 ) -> None:
-    """Delete the subject's topic unless another object claims it; never block the deletion."""
+    """Delete the subject's topic unless another object claims it, or its name or spec is one
+    Rillet refuses; never block the deletion."""
+    refusal = subjects.deletion_refusal(subject)
+    if refusal is not None:
+        kopf.warn(
+            body,
+            reason="TopicNotDeleted",
+            message=f"Kafka topic {subject.kafka_name} is kept: {refusal}",
+        )
+        return
     if subject.rivals:
         kopf.info(
             body,

@@ -10,9 +10,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+import pydantic
+
 from rillet.api.v1alpha1 import objects, tables
 from rillet.handlers import indexes, reconciling
-from rillet.reconcile import subjects, tableservers
+from rillet.reconcile import specproblems, subjects, tableservers
 from rillet.reconcile import tables as table_planning
 
 KIND = "Table"
@@ -37,8 +39,11 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
     """Everything a Table's reconcile needs, from its body and the indexes."""
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
-    spec = tables.TableSpec.model_validate(dict(body.get("spec") or {}), strict=False)
     subject = reconciling.bare_subject(KIND, body, views)
+    try:
+        spec = tables.TableSpec.model_validate(dict(body.get("spec") or {}), strict=False)
+    except pydantic.ValidationError as error:
+        return dataclasses.replace(subject, invalid=specproblems.one_line(error))
     writers = _writers(namespace, name, views)
     choice = table_planning.choose_partitions(spec, writers)
     desired = None

@@ -13,11 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-import pydantic
-
 from rillet.api.v1alpha1 import apps, objects, tables, topics
 from rillet.driverapi import runspecs
-from rillet.reconcile import appobjects, appobservations, kafkaaccess, runresolving
+from rillet.reconcile import appobjects, appobservations, kafkaaccess, runresolving, specproblems
 from rillet.reconcile.appobjects import registrycredentials
 from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
 
@@ -118,16 +116,6 @@ class Resolution:
     access_problem: tuple[str, str] | None = None  # (reason, message): see appstatus
 
 
-def _problem(error: ValueError) -> str:
-    """A builder's or the models' error in one line per problem, without pydantic's URLs."""
-    if isinstance(error, pydantic.ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-            for e in error.errors(include_input=False, include_url=False)
-        )
-    return str(error)
-
-
 def _parse_app(body: Mapping[str, Any]) -> apps.App:
     meta = body["metadata"]
     return apps.App.model_validate(
@@ -221,7 +209,7 @@ def resolve(
     try:
         app = _parse_app(body)
     except ValueError as error:
-        return Resolution(spec_problems=(_problem(error),))
+        return Resolution(spec_problems=(specproblems.one_line(error),))
     found = _referenced(body, views)
     check = appobservations.check_references(appobservations.references(spec), found)
     if not check.ok:
@@ -236,4 +224,4 @@ def resolve(
             objects=appobjects.build_app_objects(app, run_spec, env, parallelism=known)
         )
     except ValueError as error:  # the models' and builders' way of refusing a spec
-        return Resolution(spec_problems=(_problem(error),))
+        return Resolution(spec_problems=(specproblems.one_line(error),))

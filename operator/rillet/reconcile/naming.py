@@ -15,7 +15,15 @@ def kafka_topic_name(
 
 
 def name_problem(name: str) -> str | None:
-    """Why Kafka would refuse `name` (the prefixed form can outgrow the limit), or None."""
+    """Why Rillet will not manage Kafka topic `name`, or None: Kafka would refuse it (the
+    prefixed form can outgrow the limit), or it is an internal topic. The apiserver refuses
+    both in a new spec; an object stored before that rule still meets them here."""
+    if name.startswith("_"):
+        return (
+            f"Kafka topic {name} is an internal topic (its name starts with '_'): Rillet neither "
+            f"changes nor deletes it; set spec.topicName to a name that starts with a letter or "
+            f"digit"
+        )
     if len(name) > fields.KAFKA_TOPIC_NAME_MAX_LENGTH:
         return (
             f"Kafka topic name {name[:40]}... is {len(name)} characters, more than Kafka's "

@@ -2,8 +2,9 @@
 
 A `Subject` is one Topic or Table as the handlers found it (its body, the topic it asks for, who
 else claims that topic). `gate` reaches the verdicts that need no Kafka (paused, unmanaged, a
-conflict, a bad name, partitions not known yet); `derive_status_patch` and `derive_notes` turn a
-verdict and what the sync did into the status patch and the Events. Imported by
+conflict, a bad name or spec, partitions not known yet); `derive_status_patch` and
+`derive_notes` turn a verdict and what the sync did into the status patch and the Events;
+`deletion_refusal` says when a deleted object's topic is kept. Imported by
 `rillet.handlers.reconciling`, which does the I/O between them.
 """
 
@@ -41,6 +42,7 @@ class Subject:
     rivals: tuple[claims.Claim, ...] = ()
     desired: DesiredTopic | None = None
     waiting: str | None = None  # why the desired topic is not known yet
+    invalid: str | None = None  # what the models refuse in a stored spec (specproblems)
     warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): worth an Event, no failure
     extra_status: Mapping[str, Any] = field(default_factory=dict)
 
@@ -74,6 +76,8 @@ def gate(subject: Subject) -> Verdict | None:
             f"{MANAGED}=false: Rillet neither changes nor deletes Kafka topic "
             f"{subject.kafka_name}; remove the annotation to manage it again",
         )
+    if subject.invalid is not None:
+        return Verdict("stalled", "InvalidSpec", f"the spec is invalid: {subject.invalid}")
     winner = claims.owner([subject.claim, *subject.rivals])
     if winner is not None and winner.uid != subject.claim.uid:
         return Verdict(
@@ -85,6 +89,13 @@ def gate(subject: Subject) -> Verdict | None:
     if subject.waiting is not None:
         return Verdict("progressing", "WaitingForPartitions", subject.waiting)
     return None
+
+
+def deletion_refusal(subject: Subject) -> str | None:
+    """Why the subject's Kafka topic must be kept when the object goes, or None."""
+    if subject.invalid is not None:
+        return f"the spec is invalid ({subject.invalid})"
+    return naming.name_problem(subject.kafka_name)
 
 
 def derive_status_patch(

@@ -38,7 +38,10 @@ Partitions = Annotated[int, Field(ge=1, le=INT32_MAX)]
 Count32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
 Count64 = Annotated[int, Field(ge=0, le=INT64_SCHEMA_MAX)]
 
-# Kafka topic names: 1..249 characters of [a-zA-Z0-9._-], and neither "." nor "..".
+# Kafka topic names: 1..249 characters of [a-zA-Z0-9._-], and neither "." nor "..". A leading
+# "_" is refused too: it marks internal topics (Kafka's __consumer_offsets and
+# __transaction_state, a registry's _schemas, Connect's and Confluent's _-topics), which a
+# tenant's object must never create, adopt, delete, read or write (issue 39).
 KAFKA_TOPIC_NAME_PATTERN = r"^[a-zA-Z0-9._-]+$"
 KAFKA_TOPIC_NAME_MAX_LENGTH = 249
 
@@ -49,6 +52,13 @@ KafkaTopicName = Annotated[
         rule="self != '.' && self != '..'",
         message="a Kafka topic name cannot be '.' or '..': pick a name with letters or digits",
         check=lambda name: name not in {".", ".."},
+    ),
+    rules.Rule(
+        rule="!self.startsWith('_')",
+        message="a Kafka topic name cannot start with '_': such names are internal topics "
+        "(Kafka's __consumer_offsets, a schema registry's _schemas): pick a name that starts "
+        "with a letter or digit",
+        check=lambda name: not name.startswith("_"),
     ),
 ]
 
