@@ -119,8 +119,9 @@ class OperatorSettings(BaseSettings):
         default=30.0, gt=0, description="How often every topic is re-checked against Kafka."
     )
     prefix_namespace: bool = Field(
-        default=False,
-        description="Name Kafka topics <namespace>.<name>, for Kafka clusters shared by teams.",
+        default=True,
+        description="Name Kafka topics <namespace>.<name>, so that no namespace can name (and "
+        "so claim) another's topic on a shared Kafka; false keeps the names as written.",
     )
     batch_max_items: int = Field(default=500, ge=1, description="Topics per batch of admin calls.")
     batch_linger_seconds: float = Field(

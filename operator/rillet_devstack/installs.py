@@ -26,6 +26,10 @@ def local_operator_values(*, operator_image: str, kafka_bootstrap: str, watched:
         f"kafka.bootstrapServers={kafka_bootstrap}",
         "--set",
         f"watchNamespaces={{{watched}}}",
+        # The demo, the tests and the benchmarks produce to and read Kafka topics by the names
+        # their objects give, as an install upgraded with its names kept (docs/upgrading.md).
+        "--set",
+        "operator.prefixNamespace=false",
     ]
 
 

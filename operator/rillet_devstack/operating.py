@@ -43,6 +43,9 @@ class OperatorProcess:
             "RILLET_HEALTH_PORT": str(self.health_port),
             # As the Helm chart's Deployment sets it (see charts/rillet/templates).
             "MALLOC_ARENA_MAX": "2",
+            # The tests name each Kafka topic themselves (under their session's prefix) and
+            # read it by that name; a test of the prefix sets it back.
+            "RILLET_PREFIX_NAMESPACE": "false",
             **self.settings,
         }
         with self.log.open("ab") as out:

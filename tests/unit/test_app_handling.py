@@ -72,7 +72,8 @@ def test_an_app_with_everything_ready_gets_its_objects() -> None:
     owners = resolution.objects.stateful_set["metadata"]["ownerReferences"]
     assert [(o["kind"], o["name"], o["uid"]) for o in owners] == [("App", "wordcount", UID)]
     run_spec = json.loads(resolution.objects.config_map["data"]["run-spec.json"])
-    assert [i["topic"] for i in run_spec["inputs"]] == ["sentences"]
+    # Named <namespace>.<name>, as the operator names Kafka topics by default.
+    assert [i["topic"] for i in run_spec["inputs"]] == [f"{NAMESPACE}.sentences"]
     assert run_spec["bootstrap_servers"] == "kafka:9092"
 
 
@@ -296,7 +297,10 @@ def test_a_target_reads_the_kafka_topics_of_its_stream_inputs() -> None:
     assert target.group == f"rillet.{NAMESPACE}.wordcount"
     assert target.inputs == (
         appobservations.StreamInput(
-            name="sentences", topic="text.sentences", from_start=True, declared_partitions=3
+            name="sentences",
+            topic=f"{NAMESPACE}.text.sentences",
+            from_start=True,
+            declared_partitions=3,
         ),
     )
     assert target.key == (NAMESPACE, "wordcount")
@@ -308,9 +312,9 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
         found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
     )
     assert apptargets.observe_inputs(target, {}) == (
-        appobservations.InputObservation(name="sentences", topic="sentences"),
+        appobservations.InputObservation(name="sentences", topic=f"{NAMESPACE}.sentences"),
     )
-    lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=1200)}
+    lags = {(target.group, f"{NAMESPACE}.sentences"): TopicLag(partitions=3, lag=1200)}
     inputs = apptargets.observe_inputs(target, lags)
     assert inputs[0].lag == 1200
     driver = {
@@ -338,7 +342,7 @@ def test_a_scaling_pass_decides_reports_and_keeps_its_history() -> None:
     target = apptargets.target_of(
         found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
     )
-    lags = {(target.group, "sentences"): TopicLag(partitions=3, lag=4000)}
+    lags = {(target.group, f"{NAMESPACE}.sentences"): TopicLag(partitions=3, lag=4000)}
     decision = scaling.plan_executors(
         apptargets.policy_of(found["App"]["spec"]),
         partitions=parallelisms.Parallelism(input_partitions=3),

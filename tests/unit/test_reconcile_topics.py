@@ -139,6 +139,26 @@ def test_namespace_prefix_and_length_problem() -> None:
     assert naming.name_problem(name) is None
 
 
+def test_an_object_keeps_the_kafka_name_it_has_when_the_prefix_setting_changes() -> None:
+    def name(*, prefix: bool, recorded: str | None, spec: str | None = None) -> str:
+        return naming.kafka_topic_name(
+            object_name="orders",
+            namespace="team-a",
+            spec_topic_name=spec,
+            prefix_namespace=prefix,
+            recorded=recorded,
+        )
+
+    # Upgraded to the prefixing default: the topic an App already reads stays.
+    assert name(prefix=True, recorded="orders") == "orders"
+    assert name(prefix=False, recorded="team-a.orders") == "team-a.orders"
+    assert name(prefix=True, recorded=None) == "team-a.orders"
+    # A new spec.topicName is a new name, in the setting's form.
+    assert name(prefix=True, recorded="orders", spec="orders-v2") == "team-a.orders-v2"
+    # A status naming another namespace's form is not a name of this object.
+    assert name(prefix=True, recorded="team-b.orders") == "team-a.orders"
+
+
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
 

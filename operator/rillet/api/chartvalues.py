@@ -101,8 +101,10 @@ class Operator(ChartModel):
         default=30, gt=0, description="How often every topic is re-checked against Kafka."
     )
     prefix_namespace: bool = Field(
-        default=False,
-        description="Name Kafka topics `<namespace>.<name>` (Kafka clusters shared by teams).",
+        default=True,
+        description="Name Kafka topics `<namespace>.<name>`, so that no namespace can name "
+        "another's topic on a shared Kafka; `false` keeps the names as written "
+        "(docs/upgrading.md).",
     )
     worker_limit: int = Field(default=200, ge=1, description="Objects handled at once.")
     worker_idle_seconds: float = Field(

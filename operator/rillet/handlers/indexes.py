@@ -24,13 +24,17 @@ Body = TypeVar("Body", bound=Mapping[str, Any])
 SETTINGS = OperatorSettings()
 
 
-def kafka_name(kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
-    """The Kafka topic name of a Topic or Table object."""
+def kafka_name(
+    kind: str, name: str, namespace: str, spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> str:
+    """The Kafka topic name of a Topic or Table object (the one its status records, in either
+    form: `naming.kafka_topic_name`)."""
     return naming.kafka_topic_name(
         object_name=name,
         namespace=namespace,
         spec_topic_name=spec.get("topicName"),
         prefix_namespace=SETTINGS.prefix_namespace,
+        recorded=status.get("topicName"),
     )
 
 
@@ -63,7 +67,7 @@ def _claim_entry(
 ) -> dict[str, claims.Claim]:
     """One Topic's or Table's index entry: its Kafka topic name -> its claim on it."""
     claim = claim_of(kind, name, str(namespace), meta, status)
-    return {kafka_name(kind, name, str(namespace), spec): claim}
+    return {kafka_name(kind, name, str(namespace), spec, status): claim}
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
@@ -223,9 +227,16 @@ class AppViews:
         """The latest body of a Table, None if there is none."""
         return _latest(self.table_objects, (namespace, name))
 
-    def kafka_name(self, kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+    def kafka_name(self, kind: str, body: Mapping[str, Any]) -> str:
         """The Kafka topic name of a Topic or Table object (`kafka_name`)."""
-        return kafka_name(kind, name, namespace, spec)
+        meta = body["metadata"]
+        return kafka_name(
+            kind,
+            str(meta["name"]),
+            str(meta["namespace"]),
+            body.get("spec") or {},
+            body.get("status") or {},
+        )
 
     def apps(self) -> list[dict[str, Any]]:
         """The latest body of every App."""

@@ -29,7 +29,9 @@ def bare_subject(kind: str, body: Mapping[str, Any], views: indexes.Views) -> su
     name, its claim on it and the rivals of that claim."""
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
-    kafka_name = indexes.kafka_name(kind, name, namespace, body.get("spec") or {})
+    kafka_name = indexes.kafka_name(
+        kind, name, namespace, body.get("spec") or {}, body.get("status") or {}
+    )
     claim = indexes.claim_of(kind, name, namespace, metadata, body.get("status") or {})
     return subjects.Subject(
         kind=kind,

@@ -66,7 +66,9 @@ async def serve_table(
         name=name,
         namespace=namespace,
         uid=str(metadata["uid"]),
-        topic=indexes.kafka_name(KIND, name, namespace, body.get("spec") or {}),
+        topic=indexes.kafka_name(
+            KIND, name, namespace, body.get("spec") or {}, body.get("status") or {}
+        ),
         key_format=spec.key_format,
         value_format=spec.value_format,
         serving=spec.serve,

@@ -32,7 +32,7 @@ class ObjectViews(Protocol):
     def table(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The latest body of a Table, None if there is none."""
 
-    def kafka_name(self, kind: str, name: str, namespace: str, spec: Mapping[str, Any]) -> str:
+    def kafka_name(self, kind: str, body: Mapping[str, Any]) -> str:
         """The Kafka topic name of a Topic or Table object."""
 
 
@@ -137,7 +137,7 @@ def _with_kafka_name(
     found = model.model_validate(
         {"metadata": {"name": meta["name"], "namespace": meta["namespace"]}, "spec": spec}
     )
-    kafka = views.kafka_name(kind, meta["name"], meta["namespace"], spec)
+    kafka = views.kafka_name(kind, body)
     return found.model_copy(update={"spec": found.spec.model_copy(update={"topic_name": kafka})})
 
 

@@ -94,7 +94,7 @@ def target_of(body: Mapping[str, Any], views: appresolving.ObjectViews) -> Targe
         topic = views.topic(namespace, ref) if kind == "Topic" else None
         if topic is not None:
             topic_spec = topic.get("spec") or {}
-            kafka_names[ref] = views.kafka_name("Topic", ref, namespace, topic_spec)
+            kafka_names[ref] = views.kafka_name("Topic", topic)
             declared[ref] = topic_spec.get("partitions")
     return Target(
         body=body,

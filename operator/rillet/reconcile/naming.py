@@ -6,12 +6,24 @@ from rillet.api.v1alpha1 import fields
 
 
 def kafka_topic_name(
-    *, object_name: str, namespace: str, spec_topic_name: str | None, prefix_namespace: bool
+    *,
+    object_name: str,
+    namespace: str,
+    spec_topic_name: str | None,
+    prefix_namespace: bool,
+    recorded: str | None = None,
 ) -> str:
     """spec.topicName, else metadata.name; prefixed `<namespace>.` when the operator is set to
-    (clusters shared by teams)."""
+    (the default: no namespace can then name another's topic on a shared Kafka).
+
+    An object keeps the form it already has (`recorded`, its status.topicName) when the setting
+    changes: an upgrade to the prefixing default must not move an App's data to a new, empty
+    topic. A changed spec.topicName is a new name, and takes the setting's form."""
     base = spec_topic_name or object_name
-    return f"{namespace}.{base}" if prefix_namespace else base
+    prefixed = f"{namespace}.{base}"
+    if recorded in (prefixed, base):
+        return recorded
+    return prefixed if prefix_namespace else base
 
 
 def name_problem(name: str) -> str | None:
