@@ -92,6 +92,10 @@ class TopicSpec(objects.WireModel):
         default="Retain",
         description=fields.DELETION_POLICY_DESCRIPTION,
     )
+    config_policy: fields.ConfigPolicy | None = Field(
+        default=None,
+        description=fields.CONFIG_POLICY_DESCRIPTION,
+    )
 
 
 class TopicStatus(conditions.Status):
