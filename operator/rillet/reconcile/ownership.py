@@ -107,7 +107,8 @@ def decide(
         kept = replace(mine, adopted=found.adopted)
         return Decision(record=None if kept == found else kept, merge=_merge(wish, kept))
     if topic_id is None:
-        return Decision(record=mine)  # nothing to take over: created, and claimed first
+        # Nothing to take over: created, and claimed first.
+        return Decision(record=mine, merge=_merge(wish, mine))
     if found is None and wish.known_topic_id == topic_id:
         return Decision(record=mine, merge=_merge(wish, mine))  # managed before the upgrade
     if wish.adopt:
