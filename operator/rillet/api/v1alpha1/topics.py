@@ -3,8 +3,9 @@
 The object is the source of truth: the operator creates the topic (or adopts an existing one of
 the same name, when the object has the annotation rillet.io/adopt=true and no other Rillet
 release claims the topic), grows its partitions, keeps its configs in line with `spec.config`
-(all of them, or only the declared ones: `spec.configPolicy`), and writes only `status`. Partitions only grow and the Kafka name never changes once set: the apiserver
-refuses such updates.
+(all of them, or only the declared ones: `spec.configPolicy`), and writes only `status`.
+Partitions only grow and the Kafka name never changes once set: the apiserver refuses such
+updates.
 """
 
 from __future__ import annotations
