@@ -26,8 +26,8 @@ from rillet.kafka.admin import TopicAdmin
 from rillet.kafka.claimstore import ClaimStore
 from rillet.kafka.syncing import TopicSyncer
 from rillet.kafka.topicrequests import KafkaFailure
-from rillet.reconcile.ownership import ClaimRecord, Wish
 from rillet.reconcile.topicconfigs import ConfigDiff
+from rillet.reconcile.topicownership import ClaimRecord, Wish
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, SyncOutcome
 
 pytestmark = pytest.mark.unit

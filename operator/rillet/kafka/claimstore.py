@@ -1,7 +1,7 @@
 """The claims every Rillet release records in Kafka: which release and object owns which topic.
 
 One compacted topic of one partition (`__rillet_claims` by default) is shared by every release
-on a Kafka: the key is a Kafka topic's name, the value the JSON claim (`ownership.ClaimRecord`),
+on a Kafka: the key is a Kafka topic's name, the value the JSON claim (`topicownership.ClaimRecord`),
 a tombstone when a release lets the topic go. Each operator keeps the whole map in memory and
 reads only what was appended since its last read (`refresh`, once per batch of the syncer: a
 watermark request, and records only when some were written), so a batch of thousands of topics
@@ -24,8 +24,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.kafka.admin import KafkaUnavailableError
-from rillet.reconcile import ownership
-from rillet.reconcile.ownership import ClaimRecord
+from rillet.reconcile import topicownership
+from rillet.reconcile.topicownership import ClaimRecord
 
 DEFAULT_TOPIC = "__rillet_claims"
 
@@ -126,7 +126,7 @@ class ClaimStore:
                     continue
                 raise KafkaUnavailableError(f"claims topic {self._topic}: {problem.str()}")
             key = (message.key() or b"").decode()
-            claim = ownership.decode(message.value())
+            claim = topicownership.decode(message.value())
             if claim is None:
                 self._records.pop(key, None)
             else:

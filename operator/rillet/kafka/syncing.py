@@ -24,7 +24,7 @@ topic's problem in its outcome, while the others go ahead. Only an unreachable K
 the whole batch.
 
 Before a topic is created or changed, the claims recorded in Kafka say whether it is the
-object's to change (`ownership`, `claimstore`): read once per batch, and a new claim recorded
+object's to change (`topicownership`, `claimstore`): read once per batch, and a new claim recorded
 (and read back: another release may have recorded one a moment before) before the change.
 """
 
@@ -43,7 +43,7 @@ from rillet import metrics
 from rillet.kafka.admin import KafkaUnavailableError, TopicAdmin
 from rillet.kafka.claimstore import ClaimStore
 from rillet.kafka.topicrequests import KafkaFailure
-from rillet.reconcile import ownership, topics
+from rillet.reconcile import topicownership, topics
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
 
 log = logging.getLogger(__name__)
@@ -326,7 +326,7 @@ class TopicSyncer:
         self,
         desired: dict[str, DesiredTopic],
         observed: dict[str, ObservedTopic | KafkaFailure | None],
-    ) -> dict[str, ownership.Decision]:
+    ) -> dict[str, topicownership.Decision]:
         """Whether each topic is its object's to create or change, its claim recorded first."""
         wished = {
             name: topic.wish
@@ -338,10 +338,10 @@ class TopicSyncer:
         claims = self._claims
         await claims.refresh()
 
-        def decide(name: str, wish: ownership.Wish) -> ownership.Decision:
+        def decide(name: str, wish: topicownership.Wish) -> topicownership.Decision:
             found = observed.get(name)
             topic_id = found.topic_id if isinstance(found, ObservedTopic) else None
-            return ownership.decide(
+            return topicownership.decide(
                 wish, found=claims.get(name), topic_id=topic_id, kafka_name=name
             )
 
@@ -353,13 +353,15 @@ class TopicSyncer:
                 decisions[name] = decide(name, wished[name])
         return decisions
 
-    async def deletion_refusal(self, claim: ownership.ClaimRecord, kafka_name: str) -> str | None:
+    async def deletion_refusal(
+        self, claim: topicownership.ClaimRecord, kafka_name: str
+    ) -> str | None:
         """Why deleting `claim`'s object must keep its topic: it is not the object's."""
         if self._claims is None:
             return None
         await self._claims.refresh()
         found = self._claims.get(kafka_name)
-        return ownership.deletion_refusal(claim, found=found, kafka_name=kafka_name)
+        return topicownership.deletion_refusal(claim, found=found, kafka_name=kafka_name)
 
     def _deleted_for(self, topic: DesiredTopic) -> bool:
         return topic.source is not None and self._deleted.get(topic.name) == topic.source[0]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rillet.reconcile import claims, naming, notes, ownership, statuses
+from rillet.reconcile import claims, naming, notes, statuses, topicownership
 from rillet.reconcile.statuses import Verdict
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
@@ -91,22 +91,22 @@ def gate(subject: Subject) -> Verdict | None:
     return None
 
 
-def claim_record(subject: Subject, *, release: str) -> ownership.ClaimRecord:
+def claim_record(subject: Subject, *, release: str) -> topicownership.ClaimRecord:
     """The subject's claim on its topic as `release` records it in Kafka."""
     claim = subject.claim
-    return ownership.ClaimRecord(
+    return topicownership.ClaimRecord(
         release=release, kind=claim.kind, namespace=claim.namespace, name=claim.name, uid=claim.uid
     )
 
 
-def wish_of(subject: Subject, *, release: str) -> ownership.Wish:
+def wish_of(subject: Subject, *, release: str) -> topicownership.Wish:
     """What the subject asks about owning its topic: its opt-in, its policy, and the topic its
     status records having managed (by id: a topic made again by someone else is another)."""
     status = subject.previous_status
     policy = (subject.body.get("spec") or {}).get("configPolicy")
-    return ownership.Wish(
+    return topicownership.Wish(
         claim=claim_record(subject, release=release),
-        adopt=ownership.wants_adoption(subject.metadata.get("annotations") or {}),
+        adopt=topicownership.wants_adoption(subject.metadata.get("annotations") or {}),
         known_topic_id=status.get("topicId")
         if status.get("topicName") == subject.kafka_name
         else None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rillet.reconcile import ownership, topicconfigs
+from rillet.reconcile import topicconfigs, topicownership
 from rillet.reconcile.topicconfigs import ConfigDiff
 
 
@@ -18,7 +18,7 @@ class DesiredTopic:
 
     `source` is the (uid, generation) of the object that declared it, so an older declaration
     (a resync that read the object before its latest change) never overrides a newer one.
-    `wish` is what the object asks about owning the topic (`ownership`); the handlers always set
+    `wish` is what the object asks about owning the topic (`topicownership`); the handlers always set
     it, a declaration without one (unit tests of the batching) skips the ownership check.
     """
 
@@ -27,7 +27,7 @@ class DesiredTopic:
     replication_factor: int | None
     config: dict[str, str] = field(default_factory=dict)
     source: tuple[str, int] | None = None
-    wish: ownership.Wish | None = None
+    wish: topicownership.Wish | None = None
 
     def superseded_by(self, newer: tuple[str, int] | None) -> bool:
         """Whether a later declaration of the same object replaces this one."""

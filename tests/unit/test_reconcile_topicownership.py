@@ -23,9 +23,9 @@ import dataclasses
 
 import pytest
 
-from rillet.reconcile import ownership
-from rillet.reconcile.ownership import ClaimRecord, Wish
+from rillet.reconcile import topicownership
 from rillet.reconcile.topicconfigs import diff
+from rillet.reconcile.topicownership import ClaimRecord, Wish
 
 pytestmark = pytest.mark.unit
 
@@ -34,13 +34,15 @@ THEIRS = ClaimRecord(release="ns/other", kind="Topic", namespace="team-b", name=
 TOPIC = "orders"
 
 
-def _decide(wish: Wish, *, found: ClaimRecord | None, topic_id: str | None) -> ownership.Decision:
-    return ownership.decide(wish, found=found, topic_id=topic_id, kafka_name=TOPIC)
+def _decide(
+    wish: Wish, *, found: ClaimRecord | None, topic_id: str | None
+) -> topicownership.Decision:
+    return topicownership.decide(wish, found=found, topic_id=topic_id, kafka_name=TOPIC)
 
 
 def test_a_new_topic_is_claimed_as_created_and_replaced() -> None:
     decision = _decide(Wish(claim=MINE), found=None, topic_id=None)
-    assert decision == ownership.Decision(record=MINE, merge=False)
+    assert decision == topicownership.Decision(record=MINE, merge=False)
 
 
 def test_an_unclaimed_existing_topic_is_refused_without_the_opt_in() -> None:
@@ -71,7 +73,7 @@ def test_config_policy_merge_overrides_the_created_default() -> None:
 
 def test_a_topic_the_status_records_is_kept_after_the_upgrade_with_replace() -> None:
     decision = _decide(Wish(claim=MINE, known_topic_id="id1"), found=None, topic_id="id1")
-    assert decision == ownership.Decision(record=MINE, merge=False)
+    assert decision == topicownership.Decision(record=MINE, merge=False)
 
 
 def test_a_topic_made_again_by_someone_else_is_not_the_one_the_status_records() -> None:
@@ -95,13 +97,13 @@ def test_another_releases_claim_is_refused(adopt: bool, topic_id: str | None) ->
 def test_the_objects_own_claim_needs_no_new_record() -> None:
     adopted = dataclasses.replace(MINE, adopted=True)
     decision = _decide(Wish(claim=MINE), found=adopted, topic_id="id1")
-    assert decision == ownership.Decision(record=None, merge=True)
+    assert decision == topicownership.Decision(record=None, merge=True)
 
 
 def test_a_successor_object_inherits_the_claim() -> None:
     predecessor = dataclasses.replace(MINE, uid="u0")
     decision = _decide(Wish(claim=MINE), found=predecessor, topic_id="id1")
-    assert decision == ownership.Decision(record=MINE, merge=False)
+    assert decision == topicownership.Decision(record=MINE, merge=False)
 
 
 def test_another_object_of_the_release_needs_the_opt_in() -> None:
@@ -110,7 +112,7 @@ def test_another_object_of_the_release_needs_the_opt_in() -> None:
     assert refused.refusal is not None
     assert refused.refusal[0] == "TopicClaimed"
     assert "team-c/orders" in refused.refusal[1]
-    assert ownership.ADOPT in refused.refusal[1]
+    assert topicownership.ADOPT in refused.refusal[1]
     taken = _decide(Wish(claim=MINE, adopt=True), found=other, topic_id="id1")
     assert taken.refusal is None
     assert taken.record == dataclasses.replace(MINE, adopted=True)
@@ -127,24 +129,24 @@ def test_another_object_of_the_release_needs_the_opt_in() -> None:
     ],
 )
 def test_deletion_only_of_the_objects_own_topic(found: ClaimRecord | None, kept: bool) -> None:
-    refusal = ownership.deletion_refusal(MINE, found=found, kafka_name=TOPIC)
+    refusal = topicownership.deletion_refusal(MINE, found=found, kafka_name=TOPIC)
     assert (refusal is not None) == kept
 
 
 def test_a_record_survives_encoding_and_junk_is_no_claim() -> None:
     record = dataclasses.replace(MINE, adopted=True)
-    assert ownership.decode(record.encode()) == record
-    assert ownership.decode(None) is None
-    assert ownership.decode(b"") is None
-    assert ownership.decode(b"not json") is None
-    assert ownership.decode(b'{"release": "x"}') is None
+    assert topicownership.decode(record.encode()) == record
+    assert topicownership.decode(None) is None
+    assert topicownership.decode(b"") is None
+    assert topicownership.decode(b"not json") is None
+    assert topicownership.decode(b'{"release": "x"}') is None
 
 
 def test_the_opt_in_is_the_annotation_true() -> None:
-    assert ownership.wants_adoption({ownership.ADOPT: "true"})
-    assert ownership.wants_adoption({ownership.ADOPT: "True"})
-    assert not ownership.wants_adoption({ownership.ADOPT: "yes"})
-    assert not ownership.wants_adoption({})
+    assert topicownership.wants_adoption({topicownership.ADOPT: "true"})
+    assert topicownership.wants_adoption({topicownership.ADOPT: "True"})
+    assert not topicownership.wants_adoption({topicownership.ADOPT: "yes"})
+    assert not topicownership.wants_adoption({})
 
 
 def test_merge_keeps_undeclared_overrides_and_replace_deletes_them() -> None:
