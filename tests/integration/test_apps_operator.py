@@ -7,6 +7,9 @@ Test plan:
 - the objects of an App (ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet)
   exist, owned by the App as controller, and the garbage collector removes them after the App
   is deleted;
+- an object of an App's name that Rillet did not make (a Service `<app>-driver` of the user's)
+  is neither changed nor deleted: the App is Stalled (ObjectNotOwned) naming it, and the
+  Service is as it was, after the App is deleted too;
 - an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
   then proceeds to its driver once the Topic exists;
 - an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
@@ -28,6 +31,7 @@ Test plan:
 from __future__ import annotations
 
 import functools
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -274,6 +278,44 @@ def test_table_applied_with_its_writer_is_ready_within_seconds(
     measurement(f"waiting Table Ready {after:.1f} s after its writer App was applied")
     assert after < 15
     assert get(kube, "table", later_counts, namespace)["status"]["writers"] == [later]
+
+
+@pytest.mark.usefixtures("operator")
+def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    name = names("app")
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-driver", "namespace": namespace, "labels": {"team": "a"}},
+        "spec": {"selector": {"team": "a"}, "ports": [{"port": 8080}]},
+    }
+    kube.kubectl("create", "-f", "-", input=json.dumps(theirs))
+    before = get(kube, "service", f"{name}-driver", namespace)
+    words, counts = names("words"), names("counts")
+    apply(
+        kube,
+        topic(words, namespace, partitions=2),
+        table(counts, namespace),
+        app(name, namespace, reads=words, writes=counts),
+    )
+    stalled = wait_condition(
+        kube, "app", name, namespace, condition_type="Stalled", reason="ObjectNotOwned"
+    )
+    message = condition(stalled, "Stalled")["message"]
+    assert f"Service {name}-driver exists and was not made by Rillet for App {name}" in message
+    assert absent(kube, "statefulset", f"{name}-driver", namespace)  # nothing after it
+
+    kube.kubectl("delete", "app", name, "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_for(
+        lambda: absent(kube, "configmap", f"{name}-run", namespace),
+        timeout=60,
+        what="the App's own objects garbage-collected",
+    )
+    after = get(kube, "service", f"{name}-driver", namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in after["metadata"]
 
 
 @pytest.mark.usefixtures("operator")

@@ -54,7 +54,7 @@ def observe(
         missing_references=resolution.references.missing,
         unready_references=resolution.references.unready,
         copartitioning_problems=resolution.copartitioning,
-        access_problem=resolution.access_problem,
+        blocking_problem=resolution.blocking_problem,
         driver=appobservations.driver_observation(driver_pod, lost_nodes=lost_nodes)
         if driver_pod
         else None,
