@@ -15,6 +15,9 @@ Test plan:
 - an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
 - the driver's real ServiceAccount token can create and delete pods and read its own App in its
   namespace, and cannot read Secrets, touch another namespace, or read another App;
+- with the chart's driver pod policy, that token creates only its App's executor pods (no
+  token, host path or privileged container) and deletes or changes no other App's pod, where
+  RBAC alone lets it create any pod;
 - a Table applied together with the App that writes it is Ready within seconds, with the App's
   input partitions, under an operator whose resync is 5 minutes away (also when the Table was
   already waiting when the App came);
@@ -48,6 +51,7 @@ from rillet.runtime.pod import incluster
 from rillet_devstack.controlplane import write_service_account_kubeconfig
 from rillet_devstack.operating import OperatorProcess
 
+from . import driverpolicy
 from .conftest import Kube
 from .gitopshealth import argocd_health
 from .kafka_reads import kafka_partitions
@@ -225,6 +229,73 @@ def test_driver_service_account_has_exactly_its_rights(
     with pytest.raises(ApiException) as refused:
         _watched_count(driver, namespace, "someone-else")
     assert refused.value.status == 403
+
+
+@pytest.mark.usefixtures("operator")
+def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
+    kube: Kube, namespace: str, names: Names, tmp_path: Path
+) -> None:
+    """RBAC lets a driver create and delete any pod of its namespace; the chart's admission
+    policy (installed with the session's operator, `driverpolicy`) holds it to its App's
+    executors, with its real token."""
+    name, _ = applied_app(kube, namespace, names)
+    wait_for(lambda: exists(kube, "rolebinding", f"{name}-driver", namespace), what="RoleBinding")
+    as_driver = Kube(
+        kubeconfig=write_service_account_kubeconfig(
+            kube.kubeconfig,
+            tmp_path / "driver.kubeconfig",
+            namespace=namespace,
+            name=f"{name}-driver",
+        )
+    )
+    theirs = kube.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-o",
+        "name",
+        "-f",
+        "-",
+        input=json.dumps(driverpolicy.pod("other")),
+    ).stdout.strip()
+
+    def attempt(*args: str, manifest: dict[str, Any] | None = None) -> str:
+        """What the apiserver answers the driver (dry run: nothing is made or deleted)."""
+        result = as_driver.kubectl(
+            *args,
+            "--dry-run=server",
+            "-n",
+            namespace,
+            *(("-f", "-") if manifest else ()),
+            input=json.dumps(manifest) if manifest else None,
+            check=False,
+        )
+        return "allowed" if result.returncode == 0 else result.stderr
+
+    hostpath: list[dict[str, Any]] = [{"name": "root", "hostPath": {"path": "/"}}]
+    assert can_i(as_driver.kubeconfig, "create", "pods", "-n", namespace)  # RBAC: any pod
+    wait_for(
+        lambda: "only its own App" in attempt("create", manifest=driverpolicy.pod("other")),
+        timeout=60,
+        what="the admission policy in force",
+    )
+    assert attempt("create", manifest=driverpolicy.pod(name)) == "allowed"
+    refusals = {
+        "a driver pod": driverpolicy.pod(name, role="driver"),
+        "with a token": driverpolicy.pod(name, automountServiceAccountToken=True),
+        "on the host": driverpolicy.pod(name, volumes=hostpath),
+        "privileged": driverpolicy.pod(
+            name,
+            containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}],
+        ),
+    }
+    said = {what: attempt("create", manifest=manifest) for what, manifest in refusals.items()}
+    assert "may create only executor pods" in said["a driver pod"], said
+    assert "mounts no ServiceAccount token" in said["with a token"], said
+    assert "mounts no host path" in said["on the host"], said
+    assert "runs no privileged container" in said["privileged"], said
+    assert "only its own App" in attempt("delete", theirs)
+    assert "only its own App" in attempt("label", theirs, "x=y")
 
 
 def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
