@@ -7,6 +7,8 @@ Test plan:
 - the objects of an App (ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet)
   exist, owned by the App as controller, and the garbage collector removes them after the App
   is deleted;
+- a driver created in a namespace that does not enforce the restricted Pod Security level gets
+  a Warning Event (PodSecurityNotRestricted); under that level, none, and its pod is admitted;
 - an object of an App's name that Rillet did not make (a Service `<app>-driver` of the user's)
   is neither changed nor deleted: the App is Stalled (ObjectNotOwned) naming it, and the
   Service is as it was, after the App is deleted too;
@@ -349,6 +351,34 @@ def test_table_applied_with_its_writer_is_ready_within_seconds(
     measurement(f"waiting Table Ready {after:.1f} s after its writer App was applied")
     assert after < 15
     assert get(kube, "table", later_counts, namespace)["status"]["writers"] == [later]
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_driver_starting_where_pods_are_not_restricted_is_warned_about(
+    kube: Kube, new_namespace: Callable[..., str], names: Names
+) -> None:
+    """The Pod Security level of the namespace: unset, a Warning as the driver is created; the
+    restricted level enforced, none, and the driver pod is admitted under it."""
+    loose, restricted = new_namespace(), new_namespace()
+    kube.kubectl("label", "namespace", restricted, "pod-security.kubernetes.io/enforce=restricted")
+    apps = {loose: applied_app(kube, loose, names)[0]}
+    apps[restricted] = applied_app(kube, restricted, names, "2")[0]
+
+    def reasons(namespace: str) -> set[str]:
+        return {e["reason"] for e in events(kube, namespace, apps[namespace])}
+
+    wait_for(
+        lambda: {"DriverCreated", "PodSecurityNotRestricted"} <= reasons(loose),
+        timeout=60,
+        what="a PodSecurityNotRestricted Warning beside DriverCreated",
+    )
+    wait_for(
+        lambda: exists(kube, "pod", f"{apps[restricted]}-driver-0", restricted),
+        timeout=60,
+        what="the driver pod admitted under the restricted level",
+    )
+    assert "DriverCreated" in reasons(restricted)
+    assert "PodSecurityNotRestricted" not in reasons(restricted)
 
 
 @pytest.mark.usefixtures("operator")

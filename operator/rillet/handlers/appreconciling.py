@@ -125,5 +125,6 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
         lost_nodes=lost,
         granted=granted,
         applied=applied,
+        pod_security=deps.views.pod_security(namespace),
         at=datetime.now(UTC),
     )
