@@ -305,8 +305,8 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", timeout=120)
     wait_for(lambda: not _acls(admin, user), timeout=60, interval=2, what="the App's ACLs gone")
     assert not _logs_in(cluster, user, passwords[0]), "the deleted App's user still logs in"
+    credentials = admin.describe_user_scram_credentials([user])
+    assert isinstance(credentials, dict)
     with pytest.raises(KafkaException) as described:
-        described_users = admin.describe_user_scram_credentials([user])
-        assert isinstance(described_users, dict)
-        described_users[user].result(timeout=30)
+        credentials[user].result(timeout=30)
     assert described.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
