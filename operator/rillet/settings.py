@@ -31,10 +31,23 @@ class KafkaSettings(BaseSettings):
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretStr | None = None
+    credentials_dir: Path | None = Field(
+        default=None,
+        description="A directory with files `username` and `password` (a mounted Secret): the "
+        "SASL login when sasl_username is unset. Files, not environment variables, keep the "
+        "password out of the process's environment.",
+    )
     ssl_ca_location: Path | None = Field(
         default=None, description="PEM file of the CA that signed the brokers' certificates."
     )
     request_timeout_seconds: float = Field(default=15.0, gt=0)
+
+    @model_validator(mode="after")
+    def _login_from_files(self) -> KafkaSettings:
+        if self.credentials_dir is not None and not self.sasl_username:
+            self.sasl_username = (self.credentials_dir / "username").read_text().strip()
+            self.sasl_password = SecretStr((self.credentials_dir / "password").read_text().strip())
+        return self
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings for an admin client (the only place the password is revealed)."""

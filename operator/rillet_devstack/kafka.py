@@ -84,12 +84,18 @@ class KafkaSecurity:
 
     def operator_environment(self) -> dict[str, str]:
         """The operator's settings for this security, as the chart sets them from its values
-        and Secrets (admin login, CA, each App its own principal)."""
+        and Secrets (admin login as files, as the chart mounts its Secret; CA; each App its own
+        principal)."""
+        login = self.ca_cert.parent / "operator-login"
+        login.mkdir(mode=0o700, exist_ok=True)
+        for name, value in (("username", self.admin_user), ("password", self.admin_password)):
+            path = login / name
+            path.touch(mode=0o600, exist_ok=True)
+            path.write_text(value, encoding="utf-8")
         return {
             "RILLET_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
             "RILLET_KAFKA_SASL_MECHANISM": SCRAM_MECHANISM,
-            "RILLET_KAFKA_SASL_USERNAME": self.admin_user,
-            "RILLET_KAFKA_SASL_PASSWORD": self.admin_password,
+            "RILLET_KAFKA_CREDENTIALS_DIR": str(login),
             "RILLET_KAFKA_SSL_CA_LOCATION": str(self.ca_cert),
             "RILLET_APP_KAFKA_PRINCIPALS": "true",
         }

@@ -51,7 +51,7 @@ from rillet_devstack.schemaregistry import SchemaRegistryState
 from tests import conftest as shared
 from tests import hostsnapshot
 
-from . import diagnosing, isolation
+from . import diagnosing, driverpolicy, isolation
 from .kubeapi import KubeApi
 
 # Inherited by every process a test starts: one still running at the end is found by it.
@@ -403,7 +403,7 @@ def new_namespace(
         if operated is None:
             operated = "operator" in request.fixturenames
         name = f"{isolation.OPERATED if operated else isolation.PREFIX}{isolation.new_id()}"
-        kube.api.create_namespace(name)
+        kube.api.create_namespace(name, labels=driverpolicy.session_label())
         made.append(name)
         owned.namespaces.append(name)
         return name
@@ -447,10 +447,13 @@ def crds(kube: Kube) -> None:
 
 @pytest.fixture(scope="session")
 def operator(
-    stack: devstack.StackState, crds: None, tmp_path_factory: pytest.TempPathFactory
+    stack: devstack.StackState,
+    crds: None,
+    kube: Kube,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OperatorProcess]:
     """The operator, watching only the namespaces of tests that use it (t-<session>-op-*),
-    resync 3 s."""
+    resync 3 s; the chart's driver pod policy holds the drivers of this session's namespaces."""
     process = OperatorProcess(
         kubeconfig=stack.kubeconfig,
         bootstrap=stack.kafka_bootstrap,
@@ -458,7 +461,9 @@ def operator(
         log=tmp_path_factory.mktemp("operator") / "operator.log",
     )
     process.start()
-    yield process
+    # Drivers in the tests' namespaces run under the chart's driver pod policy, as installed.
+    with driverpolicy.installed(kube, isolation.SESSION):
+        yield process
     process.stop()
 
 

@@ -169,8 +169,9 @@ class KubeApi:
         found = self._call("GET", self.resource(kind).path(namespace), query)
         return list(found["items"])
 
-    def create_namespace(self, name: str) -> None:
-        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        metadata = {"name": name, "labels": labels or {}}
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
         self._call("POST", self.resource("namespace").path(None), body=body)
 
     def delete(self, kind: str, name: str | None = None, namespace: str | None = None) -> None:

@@ -15,7 +15,8 @@ the node's address; an operator with the admin's credentials and `kafka.appPrinc
   the driver pinning it, as its principal);
 - no generated password appears in the operator's log, the pods' logs, the pod specs, the
   ConfigMaps, the Apps' status, the Events or the Spark UI's environment and SQL plans;
-- once the App is deleted its user no longer logs in, and no ACL of it is left.
+- once the App is deleted its user no longer logs in, and no ACL or SCRAM credential of it
+  is left (one of the other mechanism, added by hand, included).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from confluent_kafka.admin import (
     AdminClient,
     ResourcePatternType,
     ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
 )
 
 from rillet.tables import tables
@@ -293,6 +297,16 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert all(row["count"] is None for row in looked_up if row["value"] != "kafka")
 
     assert _logs_in(cluster, user, passwords[0])
+    # A credential of the other SCRAM mechanism (set by hand, say) goes with the App too.
+    other = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"set-by-hand"
+    )
+    admin.alter_user_scram_credentials([other])[user].result(timeout=30)
     kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", timeout=120)
     wait_for(lambda: not _acls(admin, user), timeout=60, interval=2, what="the App's ACLs gone")
     assert not _logs_in(cluster, user, passwords[0]), "the deleted App's user still logs in"
+    credentials = admin.describe_user_scram_credentials([user])
+    assert isinstance(credentials, dict)
+    with pytest.raises(KafkaException) as described:
+        credentials[user].result(timeout=30)
+    assert described.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND

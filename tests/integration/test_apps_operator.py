@@ -7,11 +7,19 @@ Test plan:
 - the objects of an App (ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet)
   exist, owned by the App as controller, and the garbage collector removes them after the App
   is deleted;
+- a driver created in a namespace that does not enforce the restricted Pod Security level gets
+  a Warning Event (PodSecurityNotRestricted); under that level, none, and its pod is admitted;
+- an object of an App's name that Rillet did not make (a Service `<app>-driver` of the user's)
+  is neither changed nor deleted: the App is Stalled (ObjectNotOwned) naming it, and the
+  Service is as it was, after the App is deleted too;
 - an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
   then proceeds to its driver once the Topic exists;
 - an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
 - the driver's real ServiceAccount token can create and delete pods and read its own App in its
   namespace, and cannot read Secrets, touch another namespace, or read another App;
+- with the chart's driver pod policy, that token creates only its App's executor pods (no
+  token, host path or privileged container) and deletes or changes no other App's pod, where
+  RBAC alone lets it create any pod;
 - a Table applied together with the App that writes it is Ready within seconds, with the App's
   input partitions, under an operator whose resync is 5 minutes away (also when the Table was
   already waiting when the App came);
@@ -28,6 +36,7 @@ Test plan:
 from __future__ import annotations
 
 import functools
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +53,7 @@ from rillet.runtime.pod import incluster
 from rillet_devstack.controlplane import write_service_account_kubeconfig
 from rillet_devstack.operating import OperatorProcess
 
+from . import driverpolicy
 from .conftest import Kube
 from .gitopshealth import argocd_health
 from .kafka_reads import kafka_partitions
@@ -223,6 +233,73 @@ def test_driver_service_account_has_exactly_its_rights(
     assert refused.value.status == 403
 
 
+@pytest.mark.usefixtures("operator")
+def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
+    kube: Kube, namespace: str, names: Names, tmp_path: Path
+) -> None:
+    """RBAC lets a driver create and delete any pod of its namespace; the chart's admission
+    policy (installed with the session's operator, `driverpolicy`) holds it to its App's
+    executors, with its real token."""
+    name, _ = applied_app(kube, namespace, names)
+    wait_for(lambda: exists(kube, "rolebinding", f"{name}-driver", namespace), what="RoleBinding")
+    as_driver = Kube(
+        kubeconfig=write_service_account_kubeconfig(
+            kube.kubeconfig,
+            tmp_path / "driver.kubeconfig",
+            namespace=namespace,
+            name=f"{name}-driver",
+        )
+    )
+    theirs = kube.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-o",
+        "name",
+        "-f",
+        "-",
+        input=json.dumps(driverpolicy.pod("other")),
+    ).stdout.strip()
+
+    def attempt(*args: str, manifest: dict[str, Any] | None = None) -> str:
+        """What the apiserver answers the driver (dry run: nothing is made or deleted)."""
+        result = as_driver.kubectl(
+            *args,
+            "--dry-run=server",
+            "-n",
+            namespace,
+            *(("-f", "-") if manifest else ()),
+            input=json.dumps(manifest) if manifest else None,
+            check=False,
+        )
+        return "allowed" if result.returncode == 0 else result.stderr
+
+    hostpath: list[dict[str, Any]] = [{"name": "root", "hostPath": {"path": "/"}}]
+    assert can_i(as_driver.kubeconfig, "create", "pods", "-n", namespace)  # RBAC: any pod
+    wait_for(
+        lambda: "only its own App" in attempt("create", manifest=driverpolicy.pod("other")),
+        timeout=60,
+        what="the admission policy in force",
+    )
+    assert attempt("create", manifest=driverpolicy.pod(name)) == "allowed"
+    refusals = {
+        "a driver pod": driverpolicy.pod(name, role="driver"),
+        "with a token": driverpolicy.pod(name, automountServiceAccountToken=True),
+        "on the host": driverpolicy.pod(name, volumes=hostpath),
+        "privileged": driverpolicy.pod(
+            name,
+            containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}],
+        ),
+    }
+    said = {what: attempt("create", manifest=manifest) for what, manifest in refusals.items()}
+    assert "may create only executor pods" in said["a driver pod"], said
+    assert "mounts no ServiceAccount token" in said["with a token"], said
+    assert "mounts no host path" in said["on the host"], said
+    assert "runs no privileged container" in said["privileged"], said
+    assert "only its own App" in attempt("delete", theirs)
+    assert "only its own App" in attempt("label", theirs, "x=y")
+
+
 def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
     """The first desired executor count the driver's watch of App `app` sees."""
     api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
@@ -274,6 +351,72 @@ def test_table_applied_with_its_writer_is_ready_within_seconds(
     measurement(f"waiting Table Ready {after:.1f} s after its writer App was applied")
     assert after < 15
     assert get(kube, "table", later_counts, namespace)["status"]["writers"] == [later]
+
+
+@pytest.mark.usefixtures("operator")
+def test_a_driver_starting_where_pods_are_not_restricted_is_warned_about(
+    kube: Kube, new_namespace: Callable[..., str], names: Names
+) -> None:
+    """The Pod Security level of the namespace: unset, a Warning as the driver is created; the
+    restricted level enforced, none, and the driver pod is admitted under it."""
+    loose, restricted = new_namespace(), new_namespace()
+    kube.kubectl("label", "namespace", restricted, "pod-security.kubernetes.io/enforce=restricted")
+    apps = {loose: applied_app(kube, loose, names)[0]}
+    apps[restricted] = applied_app(kube, restricted, names, "2")[0]
+
+    def reasons(namespace: str) -> set[str]:
+        return {e["reason"] for e in events(kube, namespace, apps[namespace])}
+
+    wait_for(
+        lambda: {"DriverCreated", "PodSecurityNotRestricted"} <= reasons(loose),
+        timeout=60,
+        what="a PodSecurityNotRestricted Warning beside DriverCreated",
+    )
+    wait_for(
+        lambda: exists(kube, "pod", f"{apps[restricted]}-driver-0", restricted),
+        timeout=60,
+        what="the driver pod admitted under the restricted level",
+    )
+    assert "DriverCreated" in reasons(restricted)
+    assert "PodSecurityNotRestricted" not in reasons(restricted)
+
+
+@pytest.mark.usefixtures("operator")
+def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    name = names("app")
+    theirs = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": f"{name}-driver", "namespace": namespace, "labels": {"team": "a"}},
+        "spec": {"selector": {"team": "a"}, "ports": [{"port": 8080}]},
+    }
+    kube.kubectl("create", "-f", "-", input=json.dumps(theirs))
+    before = get(kube, "service", f"{name}-driver", namespace)
+    words, counts = names("words"), names("counts")
+    apply(
+        kube,
+        topic(words, namespace, partitions=2),
+        table(counts, namespace),
+        app(name, namespace, reads=words, writes=counts),
+    )
+    stalled = wait_condition(
+        kube, "app", name, namespace, condition_type="Stalled", reason="ObjectNotOwned"
+    )
+    message = condition(stalled, "Stalled")["message"]
+    assert f"Service {name}-driver exists and was not made by Rillet for App {name}" in message
+    assert absent(kube, "statefulset", f"{name}-driver", namespace)  # nothing after it
+
+    kube.kubectl("delete", "app", name, "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_for(
+        lambda: absent(kube, "configmap", f"{name}-run", namespace),
+        timeout=60,
+        what="the App's own objects garbage-collected",
+    )
+    after = get(kube, "service", f"{name}-driver", namespace)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert "ownerReferences" not in after["metadata"]
 
 
 @pytest.mark.usefixtures("operator")

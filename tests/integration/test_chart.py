@@ -295,11 +295,12 @@ def test_install_creates_a_wired_operator_deployment(kube: Kube, release: str) -
     env = {e["name"]: e for e in container["env"]}
     assert env["RILLET_KAFKA_BOOTSTRAP"]["value"] == "kafka.example:9092"
     assert env["RILLET_KAFKA_SASL_MECHANISM"]["value"] == "SCRAM-SHA-512"
-    assert env["RILLET_KAFKA_SASL_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "kafka-credentials",
-        "key": "password",
-    }
-    assert "value" not in env["RILLET_KAFKA_SASL_PASSWORD"]
+    # The login as files of the Secret: nothing of it in the environment.
+    assert not {"RILLET_KAFKA_SASL_USERNAME", "RILLET_KAFKA_SASL_PASSWORD"} & set(env)
+    login = env["RILLET_KAFKA_CREDENTIALS_DIR"]["value"]
+    (mount,) = (m for m in container["volumeMounts"] if m["mountPath"] == login)
+    (volume,) = (v for v in pods[0]["spec"]["volumes"] if v["name"] == mount["name"])
+    assert volume["secret"]["secretName"] == "kafka-credentials"
     assert env["RILLET_NAMESPACES"]["value"] == "team-*"
     assert pods[0]["spec"]["serviceAccountName"] == "rillet-operator"
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

@@ -63,7 +63,8 @@ def _operator_settings(cluster: KafkaCluster, *, password: str | None = None) ->
     assert security is not None
     settings = {**security.operator_environment(), "RILLET_KAFKA_BOOTSTRAP": cluster.bootstrap}
     settings["RILLET_APP_KAFKA_PRINCIPALS"] = "false"
-    if password is not None:
+    if password is not None:  # a login of its own wins over the credentials' files
+        settings["RILLET_KAFKA_SASL_USERNAME"] = security.admin_user
         settings["RILLET_KAFKA_SASL_PASSWORD"] = password
     return settings
 

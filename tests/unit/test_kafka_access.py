@@ -285,9 +285,9 @@ def test_the_status_says_whether_kafka_refused_the_app_or_the_operator() -> None
     assert (verdict.state, verdict.reason) == ("stalled", "KafkaAccessDenied")
     assert verdict.message.startswith("Kafka refused principal User:rillet.shop.billing")
 
-    waiting = _standing(access_problem=("KafkaUnavailable", "Kafka is unreachable")).verdict
+    waiting = _standing(blocking_problem=("KafkaUnavailable", "Kafka is unreachable")).verdict
     assert (waiting.state, waiting.reason) == ("progressing", "KafkaUnavailable")
-    refused = _standing(access_problem=("KafkaAccessNotGranted", "CLUSTER_AUTHORIZATION")).verdict
+    refused = _standing(blocking_problem=("KafkaAccessNotGranted", "CLUSTER_AUTHORIZATION")).verdict
     assert (refused.state, refused.reason) == ("stalled", "KafkaAccessNotGranted")
     conditions = appstatus.derive_conditions(
         _standing(driver=denied), generation=1, previous=(), now=datetime.now(UTC)

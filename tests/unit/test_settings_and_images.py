@@ -37,6 +37,21 @@ def test_password_never_shows_outside_the_client_config(
     assert settings.client_config()["sasl.mechanism"] == "SCRAM-SHA-512"
 
 
+def test_the_kafka_login_is_read_from_a_mounted_secrets_files(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    (tmp_path / "username").write_text("operator\n")
+    (tmp_path / "password").write_text("hunter2-from-a-file\n")
+    monkeypatch.setenv("RILLET_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+    monkeypatch.setenv("RILLET_KAFKA_CREDENTIALS_DIR", str(tmp_path))
+    config = KafkaSettings().client_config()
+    assert (config["sasl.username"], config["sasl.password"]) == ("operator", "hunter2-from-a-file")
+    # A login set directly (an operator run by hand) wins over the files.
+    monkeypatch.setenv("RILLET_KAFKA_SASL_USERNAME", "app")
+    monkeypatch.setenv("RILLET_KAFKA_SASL_PASSWORD", "hunter2-very-secret")
+    assert KafkaSettings().client_config()["sasl.username"] == "app"
+
+
 def test_namespaces_split_from_one_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RILLET_NAMESPACES", "team-a, team-*")
     assert OperatorSettings().namespaces == ["team-a", "team-*"]

@@ -256,6 +256,12 @@ class ChartValues(ChartModel):
         "namespaces and CRDs; each must exist. With a glob it is granted a ClusterRole, as for "
         "all namespaces (a glob matches namespaces made later).",
     )
+    driver_pod_policy: bool = Field(
+        default=True,
+        description="A ValidatingAdmissionPolicy that holds each App driver's requests on pods "
+        "to its own App's executors: no other pod, no ServiceAccount token, no host path or "
+        "host namespace, nothing privileged (docs/security-model.md).",
+    )
     kafka: Kafka = Field(default_factory=Kafka)
     schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)
     operator: Operator = Field(default_factory=Operator)

@@ -32,6 +32,7 @@ from rillet.reconcile import (
     appobservations,
     appobserving,
     appresolving,
+    appstatus,
     notes,
 )
 
@@ -73,7 +74,8 @@ async def _apply(
     resolution: appresolving.Resolution, deps: AppDeps
 ) -> tuple[appresolving.Resolution, applying.Applied | None]:
     """The App's registry Secret, then its objects, applied; a refusal or a Secret that is not
-    the operator's as InvalidSpec (nothing applied after it)."""
+    the operator's as InvalidSpec, another object that is not as ObjectNotOwned (nothing
+    applied after either)."""
     objects = resolution.objects
     if objects is None:
         return resolution, None
@@ -83,6 +85,10 @@ async def _apply(
             if problem is not None:
                 return appresolving.Resolution(spec_problems=(problem,)), None
         return resolution, await deps.kube.apply(objects)
+    except applying.ForeignObjectError as error:
+        return appresolving.Resolution(
+            blocking_problem=(appstatus.OBJECT_NOT_OWNED, str(error))
+        ), None
     except applying.ApplyRefusedError as error:
         return appresolving.Resolution(spec_problems=(str(error),)), None
 
@@ -102,7 +108,7 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
         # Before the objects: a new driver never starts without the ACLs of its spec.
         provisioned = await deps.access.provision(access, deps.kube)
         if provisioned.problem is not None:
-            resolution = appresolving.Resolution(access_problem=provisioned.problem)
+            resolution = appresolving.Resolution(blocking_problem=provisioned.problem)
         else:
             granted = appnotes.granted_notes(access.user, provisioned.changes)
     resolution, applied = await _apply(resolution, deps)
@@ -119,5 +125,6 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
         lost_nodes=lost,
         granted=granted,
         applied=applied,
+        pod_security=deps.views.pod_security(namespace),
         at=datetime.now(UTC),
     )

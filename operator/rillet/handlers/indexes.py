@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kopf
 
 from rillet.api.v1alpha1 import fields, objects
-from rillet.reconcile import claims, naming
+from rillet.reconcile import appnotes, claims, naming
 from rillet.settings import OperatorSettings
 
 Body = TypeVar("Body", bound=Mapping[str, Any])
@@ -113,6 +113,13 @@ def _longest_lateness(inputs: Iterable[Mapping[str, Any]]) -> str | None:
             with contextlib.suppress(ValueError):
                 declared.append((fields.parse_duration(str(text)), str(text)))
     return max(declared)[1] if declared else None
+
+
+@kopf.index("v1", "namespaces")
+def namespace_pod_security(*, name: str, labels: kopf.Labels, **_: Any) -> dict[str, str]:
+    """namespace -> the Pod Security level it enforces ('' for none): an App's driver starting
+    in a namespace that is not `restricted` is warned about (`appnotes.pod_security_notes`)."""
+    return {name: str(labels.get(appnotes.POD_SECURITY_ENFORCE, ""))}
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
@@ -213,6 +220,7 @@ class AppViews:
     topic_objects: kopf.Index[tuple[str, str], dict[str, Any]]
     table_objects: kopf.Index[tuple[str, str], dict[str, Any]]
     app_objects: kopf.Index[tuple[str, str], dict[str, Any]]
+    namespace_pod_security: kopf.Index[str, str] = field(default_factory=lambda: cast(Any, {}))
 
     @classmethod
     def of(cls, kwargs: dict[str, Any]) -> AppViews:
@@ -226,6 +234,11 @@ class AppViews:
     def table(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The latest body of a Table, None if there is none."""
         return _latest(self.table_objects, (namespace, name))
+
+    def pod_security(self, namespace: str) -> str | None:
+        """The Pod Security level `namespace` enforces ('' for none); None: not seen yet."""
+        levels = list(self.namespace_pod_security.get(namespace, []))
+        return levels[-1] if levels else None
 
     def kafka_name(self, kind: str, body: Mapping[str, Any]) -> str:
         """The Kafka topic name of a Topic or Table object (`kafka_name`)."""

@@ -25,6 +25,7 @@ from rillet.settings import TableServerSettings
 
 REFUSED = "ServerRefused"
 NO_REGISTRY = "NoSchemaRegistry"
+KEPT = "ServerObjectKept"
 SETTINGS = TableServerSettings()
 
 
@@ -60,7 +61,7 @@ async def serve_table(
             (body.get("status") or {}).get("server")
         )
         if had_server:
-            await kube.delete_all(_paths(namespace, name))
+            await _delete_server(body, kube, _paths(namespace, name))
         return
     served = tableservers.ServedTable(
         name=name,
@@ -87,11 +88,21 @@ async def serve_table(
         await _write_registry_secret(body, served, env, memo.apps)
         await kube.apply_all(built)
         if not spec.serve.network_policy:
-            await kube.delete_all(_paths(namespace, name)[:1])
+            await _delete_server(body, kube, _paths(namespace, name)[:1])
     except applying.ApplyRefusedError as error:
         message = f"{error}; fix spec.serve, or remove it to stop serving"
         kopf.event(body, type="Warning", reason=REFUSED, message=message)
         raise kopf.PermanentError(message) from None
+
+
+async def _delete_server(body: kopf.Body, kube: applying.AppKube, paths: list[str]) -> None:
+    """Delete the Table server's objects at `paths`, only those the Table controls."""
+    metadata = body["metadata"]
+    owner = tableservers.owner_reference(str(metadata["name"]), str(metadata["uid"]))
+    left = await kube.delete_owned(paths, owner)
+    if left:
+        message = f"{', '.join(left)} kept: Rillet did not make it for this Table"
+        kopf.event(body, type="Warning", reason=KEPT, message=message)
 
 
 async def _write_registry_secret(

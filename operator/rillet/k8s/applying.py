@@ -2,10 +2,12 @@
 
 Objects go in by server-side apply as field manager `rillet-operator`, forced: the operator owns
 every field it sets on them, and a hand edit of one of those fields is taken back at the next
-reconcile. Fields the operator does not set (another controller's, a user's label) are left
-alone. A StatefulSet field the apiserver will not update (selector, serviceName, the checkpoint
-claim template: `drivers.replacement_reasons`) is changed by deleting the StatefulSet and
-creating it again; its checkpoint claim outlives it, so the new driver resumes from it.
+reconcile. Forced only over its own objects: one of the name that it did not make is read first
+and left alone (`ownership`, ForeignObjectError), and deletions name the uid they read. Fields
+the operator does not set (another controller's, a user's label) are left alone. A StatefulSet
+field the apiserver will not update (selector, serviceName, the checkpoint claim template:
+`drivers.replacement_reasons`) is changed by deleting the StatefulSet and creating it again;
+its checkpoint claim outlives it, so the new driver resumes from it.
 
 Requests use the official client's plain REST call in a worker thread and read the JSON as it
 comes (dicts, not the client's models: building models for a list of pods costs more CPU than
@@ -26,7 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rillet.k8s import login, rest
-from rillet.reconcile import appobjects, naming
+from rillet.reconcile import appobjects, naming, ownership
 from rillet.reconcile.appobjects import drivers, metadata
 
 FIELD_MANAGER: Final = "rillet-operator"
@@ -81,6 +83,11 @@ class Applied:
 
 class ApplyRefusedError(RuntimeError):
     """The apiserver refused an object (invalid, or forbidden): retrying will not help."""
+
+
+class ForeignObjectError(ApplyRefusedError):
+    """An object of the name the operator would apply exists, and is not the operator's
+    (`ownership`): it is left as it is."""
 
 
 def refusal_message(error: ApiException) -> str:
@@ -150,6 +157,9 @@ class AppKube:
             raise
 
     def _server_side_apply(self, obj: Mapping[str, Any]) -> None:
+        problem = ownership.foreign_problem(self._get(path_of(obj)), obj)
+        if problem is not None:
+            raise ForeignObjectError(problem)
         try:
             self._call(
                 "PATCH",
@@ -209,17 +219,31 @@ class AppKube:
         """Apply objects in order; raises ApplyRefusedError for a refused object."""
         await asyncio.to_thread(self._apply_all, objects)
 
-    def _delete_all(self, paths: Sequence[str]) -> None:
+    def _delete_owned(self, paths: Sequence[str], owner: Mapping[str, Any]) -> list[str]:
+        left = []
         for path in paths:
+            observed = self._get(path)
+            if observed is None:
+                continue
+            if not ownership.is_ours(observed, {"metadata": {"ownerReferences": [owner]}}):
+                left.append(f"{observed['kind']} {observed['metadata']['name']}")
+                continue
+            # This object, by uid: never one of the name made since it was read.
+            options = {
+                "propagationPolicy": "Background",
+                "preconditions": {"uid": observed["metadata"]["uid"]},
+            }
             try:
-                self._call("DELETE", path, body={"propagationPolicy": "Background"})
+                self._call("DELETE", path, body=options)
             except ApiException as error:
-                if error.status != 404:
+                if error.status not in (404, 409):  # gone, or another object of that name now
                     raise
+        return left
 
-    async def delete_all(self, paths: Sequence[str]) -> None:
-        """Delete the objects at `paths`; one already gone is fine."""
-        await asyncio.to_thread(self._delete_all, paths)
+    async def delete_owned(self, paths: Sequence[str], owner: Mapping[str, Any]) -> list[str]:
+        """Delete the objects at `paths` that `owner` (a controller owner reference) controls;
+        one already gone is fine. Returns those left because someone else made them."""
+        return await asyncio.to_thread(self._delete_owned, paths, owner)
 
     def _force_delete_pods(self, namespace: str, pods: Sequence[tuple[str, str]]) -> None:
         for name, uid in pods:

@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialAlteration,
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
@@ -128,20 +129,24 @@ class PrincipalAdmin:
         self._mechanism = _MECHANISMS[mechanism]
         self._timeout = timeout
 
-    def _has_user(self, user: str) -> bool:
+    def _mechanisms(self, user: str) -> list[ScramMechanism]:
+        """The SCRAM mechanisms `user` has a credential of; [] when there is no such user."""
         futures = cast(
             dict[str, concurrent.futures.Future[Any]],
             self._client.describe_user_scram_credentials([user]),
         )
         try:
-            futures[user].result(timeout=self._timeout)
+            description = futures[user].result(timeout=self._timeout)
         except KafkaException as error:
             if error_code(error) in _NOT_FOUND:
-                return False
+                return []
             _raise(error, f"describe SCRAM user {user}")
         except concurrent.futures.TimeoutError:
             raise KafkaUnavailableError(f"no answer within {self._timeout:g}s") from None
-        return True
+        return [info.mechanism for info in description.scram_credential_infos]
+
+    def _has_user(self, user: str) -> bool:
+        return bool(self._mechanisms(user))
 
     def _set_password(self, user: str, password: str) -> None:
         upsert = UserScramCredentialUpsertion(
@@ -189,11 +194,16 @@ class PrincipalAdmin:
         deleted = self._client.delete_acls([_all_of(user)])
         for future in deleted.values():
             _wait(future, self._timeout, doing)
-        if self._has_user(user):
-            removal = UserScramCredentialDeletion(user, self._mechanism)
-            futures = self._client.alter_user_scram_credentials([removal])
+        # Every mechanism: a credential of another one (set by hand, or by an operator of
+        # another SASL mechanism) would otherwise still log in as the App.
+        removals: list[UserScramCredentialAlteration] = [
+            UserScramCredentialDeletion(user, m) for m in self._mechanisms(user)
+        ]
+        if removals:
+            futures = self._client.alter_user_scram_credentials(removals)
             _wait(futures[user], self._timeout, f"delete SCRAM user {user}")
 
     async def remove(self, user: str) -> None:
-        """Revoke every ACL of `user` and delete its SCRAM credential (both: if there)."""
+        """Revoke every ACL of `user` and delete its SCRAM credentials, of every mechanism
+        (all: if there)."""
         await asyncio.to_thread(self._remove, user)

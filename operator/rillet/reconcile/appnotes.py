@@ -81,6 +81,27 @@ def applied_notes(name: str, applied: Applied | None) -> tuple[notes.Note, ...]:
     return ()
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+RESTRICTED = "restricted"
+
+
+def pod_security_notes(
+    namespace: str, level: str | None, applied: Applied | None
+) -> tuple[notes.Note, ...]:
+    """A Warning as a driver (re)starts in a namespace that does not enforce the restricted Pod
+    Security level (`level`: its label, '' for none; None: not known, nothing said): whoever
+    may create an App there runs code in its pods, which only that level keeps off the node."""
+    started = applied is not None and (applied.created or applied.rolled or bool(applied.replaced))
+    if not started or level is None or level == RESTRICTED:
+        return ()
+    message = (
+        f"namespace {namespace} does not enforce the restricted Pod Security level "
+        f"({POD_SECURITY_ENFORCE}={level or 'unset'}): label it "
+        f"{POD_SECURITY_ENFORCE}={RESTRICTED}, which Rillet's pods meet (docs/security-model.md)"
+    )
+    return (notes.Note("Warning", "PodSecurityNotRestricted", message),)
+
+
 def scale_note(before: int | None, decision: scaling.ScalingDecision) -> tuple[notes.Note, ...]:
     """An Event when the decision changes the executor count."""
     if before == decision.desired:

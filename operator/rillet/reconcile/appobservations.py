@@ -80,7 +80,7 @@ class AppObservation:
     copartitioning_problems: tuple[str, ...] = ()
     # Why the App's Kafka principal is not provisioned: (KAFKA_UNAVAILABLE or
     # KAFKA_ACCESS_NOT_GRANTED, message); the driver is not (re)started meanwhile.
-    access_problem: tuple[str, str] | None = None
+    blocking_problem: tuple[str, str] | None = None
     driver: DriverObservation | None = None  # None: no driver pod (yet)
     batch_error: str | None = None  # the driver's last batch failure, while it still runs
     executors_desired: int | None = None

@@ -54,7 +54,7 @@ def observe(
         missing_references=resolution.references.missing,
         unready_references=resolution.references.unready,
         copartitioning_problems=resolution.copartitioning,
-        access_problem=resolution.access_problem,
+        blocking_problem=resolution.blocking_problem,
         driver=appobservations.driver_observation(driver_pod, lost_nodes=lost_nodes)
         if driver_pod
         else None,
@@ -84,10 +84,12 @@ def derive_report(
     lost_nodes: frozenset[str] = frozenset(),
     granted: tuple[notes.Note, ...] = (),
     applied: appnotes.Applied | None = None,
+    pod_security: str | None = None,
     at: datetime,
 ) -> notes.Report:
     """What a reconcile concluded: the App's status patch, and its Events (what provisioning
-    its Kafka principal changed, `granted`; what applying did; a new standing)."""
+    its Kafka principal changed, `granted`; what applying did, and a namespace whose
+    `pod_security` level is not restricted as a driver starts; a new standing)."""
     observation = observe(
         body,
         resolution,
@@ -101,6 +103,7 @@ def derive_report(
     posted = (
         granted
         + appnotes.applied_notes(name, applied)
+        + appnotes.pod_security_notes(str(body["metadata"]["namespace"]), pod_security, applied)
         + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
         + appnotes.lost_executors_note(previous, observation)
     )

@@ -113,7 +113,7 @@ class Resolution:
         default_factory=appobservations.ReferenceCheck
     )
     copartitioning: tuple[str, ...] = ()
-    access_problem: tuple[str, str] | None = None  # (reason, message): see appstatus
+    blocking_problem: tuple[str, str] | None = None  # (reason, message): see appstatus
 
 
 def _parse_app(body: Mapping[str, Any]) -> apps.App:

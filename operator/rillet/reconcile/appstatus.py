@@ -45,6 +45,8 @@ from rillet.reconcile import appobservations, checkpointloss, parallelisms, stat
 WAITING_FOR_TOPICS: Final = "WaitingForTopics"
 TOPICS_NOT_CO_PARTITIONED: Final = "TopicsNotCoPartitioned"
 INVALID_SPEC: Final = "InvalidSpec"
+# An object of the App's (its StatefulSet, Service, ...) exists and Rillet did not make it.
+OBJECT_NOT_OWNED: Final = "ObjectNotOwned"
 DRIVER_STARTING: Final = "DriverStarting"
 DRIVER_CRASH_LOOPING: Final = "DriverCrashLooping"
 CHECKPOINT_LOST: Final = "CheckpointLost"
@@ -112,8 +114,8 @@ def _spec_standing(observation: appobservations.AppObservation) -> Standing | No
     if observation.copartitioning_problems:
         message = "; ".join(observation.copartitioning_problems)
         return Standing("Failed", statuses.Verdict("stalled", TOPICS_NOT_CO_PARTITIONED, message))
-    if observation.access_problem is not None:
-        reason, message = observation.access_problem
+    if observation.blocking_problem is not None:
+        reason, message = observation.blocking_problem
         if reason == KAFKA_UNAVAILABLE:
             return Standing("Pending", statuses.Verdict("progressing", reason, message))
         return Standing("Failed", statuses.Verdict("stalled", reason, message))

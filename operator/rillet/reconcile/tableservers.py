@@ -137,21 +137,24 @@ def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str
     return built
 
 
+def owner_reference(name: str, uid: str) -> dict[str, Any]:
+    """The Table as controller of its server's objects: they go with it."""
+    return {
+        "apiVersion": objects.API_VERSION,
+        "kind": "Table",
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 def _metadata(served: ServedTable) -> dict[str, Any]:
     return {
         "name": server_name(served.name),
         "namespace": served.namespace,
         "labels": labels(served.name),
-        "ownerReferences": [
-            {
-                "apiVersion": objects.API_VERSION,
-                "kind": "Table",
-                "name": served.name,
-                "uid": served.uid,
-                "controller": True,
-                "blockOwnerDeletion": True,
-            }
-        ],
+        "ownerReferences": [owner_reference(served.name, served.uid)],
     }
 
 
