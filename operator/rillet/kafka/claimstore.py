@@ -1,11 +1,11 @@
 """The claims every Rillet release records in Kafka: which release and object owns which topic.
 
 One compacted topic of one partition (`__rillet_claims` by default) is shared by every release
-on a Kafka: the key is a Kafka topic's name, the value the JSON claim (`topicownership.ClaimRecord`),
-a tombstone when a release lets the topic go. Each operator keeps the whole map in memory and
-reads only what was appended since its last read (`refresh`, once per batch of the syncer: a
-watermark request, and records only when some were written), so a batch of thousands of topics
-costs no more than one. A topic config can not carry a claim: Kafka refuses config names it does
+on a Kafka: the key is a Kafka topic's name, the value the JSON claim
+(`topicownership.ClaimRecord`), a tombstone when a release lets the topic go. Each operator keeps
+the whole map in memory and reads only what was appended since its last read (`refresh`, once
+per batch of the syncer: a watermark request, and records only when some were written), so a
+batch of thousands of topics costs no more than one. A topic config can not carry a claim: Kafka refuses config names it does
 not know (decision 021).
 
 All blocking client calls run on one thread of the store's own, one after the other: the two

@@ -18,8 +18,8 @@ class DesiredTopic:
 
     `source` is the (uid, generation) of the object that declared it, so an older declaration
     (a resync that read the object before its latest change) never overrides a newer one.
-    `wish` is what the object asks about owning the topic (`topicownership`); the handlers always set
-    it, a declaration without one (unit tests of the batching) skips the ownership check.
+    `wish` is what the object asks about owning the topic (`topicownership`); the handlers always
+    set it, a declaration without one (unit tests of the batching) skips the ownership check.
     """
 
     name: str
