@@ -20,7 +20,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from rillet.kafka.admin import KafkaUnavailableError
@@ -93,21 +99,41 @@ class ClaimStore:
                 "group.id": "rillet.claims",  # never committed: each operator reads it all
                 "enable.auto.commit": False,
                 "enable.partition.eof": True,
+                "auto.offset.reset": "earliest",
+                # A fetch still open when the partition is unassigned delays the next watermark
+                # request by up to this (500 ms by default); fetches run only while catching up.
+                "fetch.wait.max.ms": 10,
             }
         )
-        consumer.assign([TopicPartition(self._topic, 0, OFFSET_BEGINNING)])
         self._producer = Producer({**self._config, "acks": "all", "linger.ms": 5})
         self._consumer = consumer
         return consumer
 
-    def _catch_up(self) -> None:
-        consumer = self._start()
+    def _high(self, consumer: Consumer) -> int:
         try:
             _, high = consumer.get_watermark_offsets(
                 TopicPartition(self._topic, 0), timeout=self._timeout
             )
         except Exception as error:
             raise KafkaUnavailableError(f"claims topic {self._topic}: {error}") from error
+        return int(high)
+
+    def _catch_up(self) -> None:
+        """Read from the last position to the end. The partition is assigned only meanwhile: a
+        consumer fetching at the end holds a fetch open on the broker (fetch.wait.max.ms), and
+        the broker answers the next watermark request on that connection only after it."""
+        consumer = self._start()
+        high = self._high(consumer)
+        if self._position >= high:
+            return
+        start = self._position or OFFSET_BEGINNING
+        consumer.assign([TopicPartition(self._topic, 0, start)])
+        try:
+            self._read_to(consumer, high)
+        finally:
+            consumer.unassign()
+
+    def _read_to(self, consumer: Consumer, high: int) -> None:
         deadline = time.monotonic() + self._timeout
         while self._position < high:
             if time.monotonic() > deadline:
@@ -125,6 +151,8 @@ class ClaimStore:
                         break
                     continue
                 raise KafkaUnavailableError(f"claims topic {self._topic}: {problem.str()}")
+            if (message.offset() or 0) < self._position:
+                continue  # recorded by this store, and applied as it was written
             key = (message.key() or b"").decode()
             claim = topicownership.decode(message.value())
             if claim is None:
@@ -137,10 +165,13 @@ class ClaimStore:
         self._start()
         assert self._producer is not None
         failures: list[str] = []
+        offsets: set[int] = set()
 
-        def delivered(error: KafkaError | None, _: Any) -> None:
+        def delivered(error: KafkaError | None, message: Any) -> None:
             if error is not None:
                 failures.append(error.str())
+            else:
+                offsets.add(message.offset())
 
         for name, claim in claims.items():
             value = claim.encode() if claim is not None else None
@@ -151,4 +182,16 @@ class ClaimStore:
             raise KafkaUnavailableError(
                 f"claims topic {self._topic}: not recorded ({'; '.join(failures) or 'timed out'})"
             )
-        self._catch_up()
+        consumer = self._start()
+        high = self._high(consumer)
+        if offsets == set(range(self._position, high)):
+            # Nothing but these records since the last read: apply them without reading them
+            # back (a fetch at the end of the topic can wait fetch.wait.max.ms for them).
+            for name, claim in claims.items():
+                if claim is None:
+                    self._records.pop(name, None)
+                else:
+                    self._records[name] = claim
+            self._position = high
+        else:
+            self._catch_up()
