@@ -136,6 +136,17 @@ class OperatorSettings(BaseSettings):
         description="Name Kafka topics <namespace>.<name>, so that no namespace can name (and "
         "so claim) another's topic on a shared Kafka; false keeps the names as written.",
     )
+    max_partitions_per_topic: int = Field(
+        default=1000,
+        ge=1,
+        description="The most partitions a Topic or Table may ask for; more: QuotaExceeded.",
+    )
+    max_topics_per_namespace: int = Field(
+        default=10_000,
+        ge=1,
+        description="The most Topics and Tables a namespace may have; the newest beyond it: "
+        "QuotaExceeded.",
+    )
     batch_max_items: int = Field(default=500, ge=1, description="Topics per batch of admin calls.")
     batch_linger_seconds: float = Field(
         default=0.05, ge=0, description="How long a batch waits to fill before it runs."

@@ -106,6 +106,18 @@ class Operator(ChartModel):
         "another's topic on a shared Kafka; `false` keeps the names as written "
         "(docs/upgrading.md).",
     )
+    max_partitions_per_topic: int = Field(
+        default=1000,
+        ge=1,
+        description="The most partitions a Topic or Table may ask for (a tenant's topic cannot "
+        "take the brokers down); more: the object is Stalled, QuotaExceeded.",
+    )
+    max_topics_per_namespace: int = Field(
+        default=10_000,
+        ge=1,
+        description="The most Topics and Tables one namespace may have; the newest beyond it "
+        "are Stalled, QuotaExceeded.",
+    )
     worker_limit: int = Field(default=200, ge=1, description="Objects handled at once.")
     worker_idle_seconds: float = Field(
         default=0.5,

@@ -54,23 +54,26 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
             replication_factor=spec.replication_factor,
             config=table_planning.changelog_config(spec, writers),
         )
-    return dataclasses.replace(
-        subject,
-        desired=desired,
-        waiting=choice.waiting_for,
-        warnings=tuple(
-            (reason, message)
-            for reason, message in (
-                ("NotCoPartitioned", choice.warning),
-                ("ExpiryShorterThanLateness", table_planning.expiry_warning(spec, writers)),
-            )
-            if message is not None
+    return reconciling.within_quotas(
+        dataclasses.replace(
+            subject,
+            desired=desired,
+            waiting=choice.waiting_for,
+            warnings=tuple(
+                (reason, message)
+                for reason, message in (
+                    ("NotCoPartitioned", choice.warning),
+                    ("ExpiryShorterThanLateness", table_planning.expiry_warning(spec, writers)),
+                )
+                if message is not None
+            ),
+            extra_status={
+                "windowed": spec.window is not None,
+                "writers": sorted(w.app for w in writers) or None,
+                "server": tableservers.server_status(name, namespace) if spec.serve else None,
+            },
         ),
-        extra_status={
-            "windowed": spec.window is not None,
-            "writers": sorted(w.app for w in writers) or None,
-            "server": tableservers.server_status(name, namespace) if spec.serve else None,
-        },
+        views,
     )
 
 
