@@ -211,6 +211,12 @@ class AppSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RILLET_APP_")
 
+    max_executors_per_app: int = Field(
+        default=64,
+        ge=1,
+        description="The most executors any App runs, whatever its maxExecutors (a quota a "
+        "platform team sets): the scaling reason says so when it binds.",
+    )
     scale_seconds: float = Field(
         default=2.0,
         gt=0,

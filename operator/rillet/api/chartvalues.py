@@ -145,6 +145,12 @@ class Apps(ChartModel):
     scale_seconds: float = Field(
         default=2, gt=0, description="How often lag is read and executor counts decided."
     )
+    max_executors_per_app: int = Field(
+        default=64,
+        ge=1,
+        description="The most executors any App runs, whatever its maxExecutors; the scaling "
+        "reason says CappedByQuota when it binds.",
+    )
     image_pull_policy: PullPolicy = Field(
         default="IfNotPresent", description="Of driver and executor pods."
     )
