@@ -119,6 +119,9 @@ def _serving(
         f"--store-dir={store}",
         "--refresh-seconds=1",
         "--host=127.0.0.1",
+        # A server of one's own outside the cluster; the pods' RBAC authorization is
+        # test_table_server_on_node's.
+        "--authorization=none",
         *options,
     ]
     log = store.parent / f"server-{port}.log"
