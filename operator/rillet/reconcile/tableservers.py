@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -169,7 +169,7 @@ def ownership_refusal(verdict: statuses.Verdict | None) -> str | None:
 
 
 def serving_decision(
-    *, refusal: str | None, conditions: list[Mapping[str, Any]]
+    *, refusal: str | None, conditions: Sequence[Mapping[str, Any]]
 ) -> ServingDecision:
     """A server only for a Table that owns its topic: `refusal` says why it does not, as far
     as the objects tell (another object's claim, a bad name, unmanaged); a Stalled condition

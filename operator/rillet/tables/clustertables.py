@@ -125,7 +125,8 @@ NO_TOKEN_HINT = (
 
 def bearer_authorization(configuration: client.Configuration) -> str | None:
     """`Bearer <token>` of the caller's credentials, None when they are no token."""
-    value = configuration.get_api_key_with_prefix("authorization")  # refreshed when it expires
+    # Refreshed when it expires (an exec plugin's, a projected ServiceAccount token).
+    value = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
     return str(value) if value and str(value).lower().startswith("bearer ") else None
 
 
