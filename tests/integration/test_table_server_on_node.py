@@ -10,8 +10,9 @@ stack's operator image):
   with the test's admin token, given no Kafka bootstrap servers at all, so nothing but the
   server could have answered; a missing key exits 1;
 - lookups are authorized by RBAC, asked from pods on the node with their own mounted
-  ServiceAccount tokens (pods/servedtables): a pod of another namespace gets 403, a pod of the
-  Table's namespace whose ServiceAccount may not get the Table 403 (and 401 without a token),
+  ServiceAccount tokens (servedtables.asked_from_pods): a pod of another namespace gets 403, a
+  pod of the Table's namespace whose ServiceAccount may not get the Table 403 (and 401 without
+  a token),
   one allowed by a Role and RoleBinding the value; a key matching every key is 400; metrics
   answer on their own port without a token, and not on the lookups' port;
 - a second served Table naming the same topic loses the claim: no server objects, no
