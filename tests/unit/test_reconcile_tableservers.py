@@ -13,7 +13,8 @@ Test plan:
 - the NetworkPolicy is there unless turned off: lookups from the namespace's pods, the
   operator's and the apiserver's addresses; metrics from the monitoring namespaces only;
 - a server runs only for a Table that owns its topic: none for one another object's claim
-  beats, a bad name or an unmanaged one, or a Stalled one; none yet before Ready;
+  beats, a bad name or an unmanaged one, or a Stalled one; none yet before Ready; a withheld
+  Table deletes only the objects it controls;
 - an avro or protobuf Table's server gets the registry's URL, and its credentials only as
   files of a Secret of its own (built without data, owned by the Table); without a registry
   it is a problem saying what to set; other Tables' servers get neither.
@@ -150,6 +151,14 @@ def test_the_policy_admits_the_operator_and_the_apiserver_to_lookups_monitoring_
 
 def _condition(kind: str, status: str, message: str = "") -> dict[str, str]:
     return {"type": kind, "status": status, "reason": "R", "message": message}
+
+
+def test_a_withheld_table_deletes_only_the_objects_it_controls() -> None:
+    deployment, *_ = tableservers.server_objects(_served(), ENV)
+    assert tableservers.controlled_by(deployment, "u-1")
+    assert not tableservers.controlled_by(deployment, "u-2")
+    made_by_someone = {"metadata": {"name": "counts-server", "ownerReferences": []}}
+    assert not tableservers.controlled_by(made_by_someone, "u-1")
 
 
 def test_only_a_table_that_owns_its_topic_is_served() -> None:

@@ -78,7 +78,7 @@ async def serve_table(
         conditions=list((body.get("status") or {}).get("conditions") or []),
     )
     if decision.action == "withhold":
-        await kube.delete_all(_paths(namespace, name))
+        await _delete_controlled(kube, _paths(namespace, name), str(metadata["uid"]))
         message = f"no server for a Table that does not own its topic: {decision.reason}"
         kopf.event(body, type="Warning", reason=WITHHELD, message=message)
         return
@@ -119,6 +119,15 @@ async def serve_table(
         message = f"{error}; fix spec.serve, or remove it to stop serving"
         kopf.event(body, type="Warning", reason=REFUSED, message=message)
         raise kopf.PermanentError(message) from None
+
+
+async def _delete_controlled(kube: applying.AppKube, paths: list[str], uid: str) -> None:
+    """Delete the objects at `paths` that the Table of `uid` controls: a Table withheld from
+    serving (it may never have had a server) must not delete what others named alike."""
+    for path in paths:
+        found = await kube.read(path)
+        if found is not None and tableservers.controlled_by(found, uid):
+            await kube.delete_all([path])
 
 
 async def _write_registry_secret(

@@ -238,6 +238,11 @@ class AppKube:
         """The Secret, None if there is none."""
         return await asyncio.to_thread(self._get, object_path("v1", "Secret", namespace, name))
 
+    async def read(self, path: str) -> dict[str, Any] | None:
+        """The object at `path` (object_path), None if there is none."""
+        found: dict[str, Any] | None = await asyncio.to_thread(self._get, path)
+        return found
+
     def _create(self, obj: Mapping[str, Any]) -> bool:
         meta = obj["metadata"]
         path = object_path(obj["apiVersion"], obj["kind"], meta["namespace"])

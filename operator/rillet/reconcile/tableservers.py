@@ -159,6 +159,13 @@ class ServingDecision:
     reason: str = ""
 
 
+def controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """Whether the Table of `uid` is the object's controller: only then is it the Table's to
+    delete (a withheld Table's server name may be an object someone else made)."""
+    references = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in references)
+
+
 def ownership_refusal(verdict: statuses.Verdict | None) -> str | None:
     """Why a Table does not own its topic, from the verdict reached without Kafka
     (subjects.gate): stalled (another object's claim, a bad name, an invalid spec) or
