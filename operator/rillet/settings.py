@@ -261,3 +261,31 @@ class TableServerSettings(BaseSettings):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="imagePullPolicy of Table server pods."
     )
+    operator_namespace: str = Field(
+        default="",
+        description="The operator's namespace, whose pods (operator_labels) a server's "
+        "NetworkPolicy admits to lookups; empty: the pod's own namespace, in a cluster.",
+    )
+    operator_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of the operator's pods (JSON); empty: no rule for the operator.",
+    )
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape a server's metrics "
+        "port (JSON); empty: none may.",
+    )
+    apiserver_cidrs: list[str] = Field(
+        default_factory=list,
+        description="Addresses (CIDRs, JSON list) the apiserver's proxy comes from, admitted "
+        "to lookups by a server's NetworkPolicy, for `rillet table get` under a CNI that "
+        "enforces NetworkPolicy.",
+    )
+
+    def own_namespace(self) -> str:
+        """The operator's namespace: the setting, else the pod's own (empty outside one)."""
+        if self.operator_namespace:
+            return self.operator_namespace
+        if IN_CLUSTER_NAMESPACE.exists():
+            return IN_CLUSTER_NAMESPACE.read_text().strip()
+        return ""

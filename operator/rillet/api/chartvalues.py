@@ -245,6 +245,22 @@ class Monitoring(ChartModel):
     grafana_dashboard: GrafanaDashboard = Field(default_factory=GrafanaDashboard)
 
 
+class TableServers(ChartModel):
+    """Table servers (a Table's `spec.serve`): who their NetworkPolicy admits."""
+
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default={"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape a server's metrics "
+        "port; {}: none may. Lookups are admitted from the Table's namespace and the operator.",
+    )
+    apiserver_cidrs: list[str] = Field(
+        default=[],
+        description="Addresses (CIDRs) the apiserver's proxy comes from, admitted to lookups: "
+        "`rillet table get` goes through it, and a CNI that enforces NetworkPolicy sees it as "
+        "an address outside every namespace (the control plane's nodes, say).",
+    )
+
+
 class ChartValues(ChartModel):
     """Values of the Rillet operator chart."""
 
@@ -273,6 +289,7 @@ class ChartValues(ChartModel):
     schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)
     operator: Operator = Field(default_factory=Operator)
     apps: Apps = Field(default_factory=Apps)
+    table_servers: TableServers = Field(default_factory=TableServers)
     resources: Resources = Field(default_factory=Resources)
     pod_security_context: dict[str, Any] = Field(
         default={
