@@ -7,20 +7,32 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint unit integration test-repeat test-stack-down stack down crds clean
+.PHONY: setup lock demo test lint unit integration test-repeat test-stack-down stack down crds clean
 
 # Two xdist workers: most integration tests wait on Kafka, the API server or pods, so a second
 # worker uses the CPU the first leaves idle. The tests that run pods on the node form one group,
 # run by one worker at a time (tests/conftest.py).
 PARALLEL := -n 2 --dist loadgroup
 
-$(STAMP): pyproject.toml
+# The dependencies as requirements/dev.txt pins them, each checked against its hash; then Rillet
+# itself (without dependencies: all are pinned there).
+$(STAMP): pyproject.toml requirements/dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements/dev.txt
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# The lock files, after a change of pyproject.toml's dependencies: the development one, and the
+# images' (their extras), constrained by it so that every pin agrees (tests/unit/test_locks.py).
+UV_COMPILE := $(BIN)/uv pip compile pyproject.toml --python-version 3.11 \
+	--python-platform x86_64-unknown-linux-gnu --generate-hashes --custom-compile-command "make lock" -q
+lock: setup
+	$(UV_COMPILE) --extra dev -o requirements/dev.txt
+	$(UV_COMPILE) --extra protoc -c requirements/dev.txt -o images/operator/requirements.txt
+	$(UV_COMPILE) --extra spark -c requirements/dev.txt -o images/runtime/requirements.txt
 
 # The tests' stack has the object store (checkpoints on S3) and the schema registry (as
 # tests/conftest.py starts it); the demo's needs neither (faster).

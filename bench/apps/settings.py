@@ -38,6 +38,8 @@ DYNAMIC_ALLOCATION = {  # Spark's defaults otherwise: executorIdleTimeout 60s, b
     "spark.dynamicAllocation.minExecutors": "1",
     "spark.dynamicAllocation.initialExecutors": "1",
     "spark.dynamicAllocation.maxExecutors": str(CAP),
+    # The UI, off in every App's pods, serves the target count this way is read by (spike.py).
+    "spark.ui.enabled": "true",
 }
 
 # The node-loss benchmark's rounds: as many driver restarts (its baseline) as node losses.

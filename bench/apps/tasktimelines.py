@@ -22,7 +22,11 @@ def print_task_timeline(
 ) -> None:
     """Where the drain's seconds went, from the driver's REST API: when each executor was added
     and the longest tasks between the burst and the drain (executor, launch, duration), all of
-    them dumped under the logs, the longest printed."""
+    them dumped under the logs, the longest printed. Only for the dynamic-allocation way: an
+    App's pods run without Spark's UI (reconcile.sparkdefaults.SECURITY_DEFAULTS)."""
+    if not way.unwatched:
+        print(f"  {way.label}: no task timeline (Apps run without Spark's UI)", flush=True)
+        return
     drivers = [
         p for p in observing.pods_of(b.core, way.namespace, way.app, "driver") if p.status.pod_ip
     ]

@@ -147,6 +147,17 @@ class OperatorSettings(BaseSettings):
         default="__rillet_claims",
         description="The compacted Kafka topic where every release records which topics it owns.",
     )
+    max_partitions_per_topic: int = Field(
+        default=1000,
+        ge=1,
+        description="The most partitions a Topic or Table may ask for; more: QuotaExceeded.",
+    )
+    max_topics_per_namespace: int = Field(
+        default=10_000,
+        ge=1,
+        description="The most Topics and Tables a namespace may have; the newest beyond it: "
+        "QuotaExceeded.",
+    )
     batch_max_items: int = Field(default=500, ge=1, description="Topics per batch of admin calls.")
     batch_linger_seconds: float = Field(
         default=0.05, ge=0, description="How long a batch waits to fill before it runs."
@@ -211,6 +222,12 @@ class AppSettings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RILLET_APP_")
 
+    max_executors_per_app: int = Field(
+        default=64,
+        ge=1,
+        description="The most executors any App runs, whatever its maxExecutors (a quota a "
+        "platform team sets): the scaling reason says so when it binds.",
+    )
     scale_seconds: float = Field(
         default=2.0,
         gt=0,
@@ -255,3 +272,31 @@ class TableServerSettings(BaseSettings):
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="imagePullPolicy of Table server pods."
     )
+    operator_namespace: str = Field(
+        default="",
+        description="The operator's namespace, whose pods (operator_labels) a server's "
+        "NetworkPolicy admits to lookups; empty: the pod's own namespace, in a cluster.",
+    )
+    operator_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Labels of the operator's pods (JSON); empty: no rule for the operator.",
+    )
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape a server's metrics "
+        "port (JSON); empty: none may.",
+    )
+    apiserver_cidrs: list[str] = Field(
+        default_factory=list,
+        description="Addresses (CIDRs, JSON list) the apiserver's proxy comes from, admitted "
+        "to lookups by a server's NetworkPolicy, for `rillet table get` under a CNI that "
+        "enforces NetworkPolicy.",
+    )
+
+    def own_namespace(self) -> str:
+        """The operator's namespace: the setting, else the pod's own (empty outside one)."""
+        if self.operator_namespace:
+            return self.operator_namespace
+        if IN_CLUSTER_NAMESPACE.exists():
+            return IN_CLUSTER_NAMESPACE.read_text().strip()
+        return ""

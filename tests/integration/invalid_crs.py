@@ -18,6 +18,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from tests.integration import invalid_spark_confs
+
 API_VERSION = "rillet.io/v1alpha1"
 IMAGE = "rillet/spark-runtime:0.1.0"
 DROP = object()  # in an override: remove this key
@@ -878,5 +880,13 @@ CASES: tuple[Case, ...] = (
         "app-dead-letter-bad-ref-name",
         app({"deadLetterTopic": {"topicRef": {"name": "DLQ"}}}),
         "spec.deadLetterTopic.topicRef.name in body should match",
+    ),
+)
+# The sparkConf of an App reaching past the App (issue 39): one row per group of keys.
+CASES = (
+    *CASES,
+    *(
+        Case(id_, app({"sparkConf": conf}), expect)
+        for id_, conf, expect in invalid_spark_confs.refused()
     ),
 )

@@ -30,7 +30,8 @@ Test plan:
 - scaling without pods: the executor cap follows the input partitions (a Topic grown from 2 to
   6 partitions raises it within seconds); lag committed to the App's consumer group raises the
   desired count (never past the cap) and, once drained, lowers it after the stabilization
-  window, with an ExecutorsScaled Event per change.
+  window, with an ExecutorsScaled Event per change; the operator's quota of executors per App
+  caps the desired count below the partitions' cap, and the Event says so.
 """
 
 from __future__ import annotations
@@ -577,3 +578,31 @@ def test_executors_follow_partitions_and_lag(
     scaled = [e for e in events(kube, namespace, name) if e["reason"] == "ExecutorsScaled"]
     assert any("1 to 6" in e["message"] for e in scaled), [e["message"] for e in scaled]
     assert any("6 to 1" in e["message"] for e in scaled), [e["message"] for e in scaled]
+
+
+def test_the_operators_quota_caps_an_apps_executors_and_says_so(
+    kube: Kube,
+    names: Names,
+    kafka_bootstrap: str,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    own = lone_operator(settings={"RILLET_APP_MAX_EXECUTORS_PER_APP": "2"})
+    own.start()
+    namespace = own.namespace_pattern
+    scaling = {"minExecutors": 1, "maxExecutors": 8, "lagTarget": 1000}
+    name, obj = applied_app(kube, namespace, names, partitions=6, scaling=scaling)
+    words = obj["spec"]["inputs"][0]["topicRef"]["name"]
+    # 9,000 records behind over 6 partitions: the lag asks for 9, the partitions allow 6, the
+    # operator's quota 2.
+    produce(kafka_bootstrap, words, per_partition=1500, partitions=6)
+    commit(kafka_bootstrap, f"rillet.{namespace}.{name}", {(words, p): 0 for p in range(6)})
+    wait_for(
+        lambda: executors(kube, name, namespace).get("desired") == 2,
+        timeout=60,
+        what="desired executors up to the quota",
+    )
+    scaled = [
+        e["message"] for e in events(kube, namespace, name) if e["reason"] == "ExecutorsScaled"
+    ]
+    assert any("this operator allows 2 executors per App" in m for m in scaled), scaled
+    assert executors(kube, name, namespace)["cap"] == 6

@@ -24,6 +24,9 @@ Test plan:
   driver's Role needs the operator to hold every permission it grants) and its pods read by the
   scaling loop; so it does when the chart watches a namespace by name and grants a Role there
   (the scaling loop then lists pods in that namespace, not cluster-wide).
+- a release listing namespaces, with its operator's real token, can do what it does in the
+  namespace it lists and nothing in another (`kubectl auth can-i`, one request at a time and
+  `--list`);
 - `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
   delete every Topic, Table and App), and the objects of their kinds. The stack's CRDs are
   shared by the session (installed by the `crds` fixture), so Helm could never own them: the
@@ -344,6 +347,79 @@ def test_operator_works_with_a_role_in_each_listed_namespace(
     _reconcile_as_the_charts_operator(
         kube, stack, release, watched, kafka_prefix=kafka_prefix, tmp_path=tmp_path
     )
+
+
+# What the operator does in a namespace it watches (rbac.yaml's namespaced rules), as
+# `kubectl auth can-i` arguments.
+OPERATOR_REQUESTS = (
+    ("patch", "topics.rillet.io"),
+    ("patch", "apps.rillet.io/status"),
+    ("create", "pods"),
+    ("delete", "pods"),
+    ("create", "statefulsets.apps"),
+    ("patch", "configmaps"),
+    ("create", "rolebindings.rbac.authorization.k8s.io"),
+    ("delete", "networkpolicies.networking.k8s.io"),
+    ("create", "events"),
+)
+
+
+def test_a_release_listing_namespaces_cannot_touch_another(
+    kube: Kube, listed_release: tuple[str, str], new_namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    """The chart's operator, with its real ServiceAccount token: in the namespace it lists, what
+    it does; in any other, nothing (the cluster-wide reads of namespaces, CRDs and nodes only)."""
+    release, watched = listed_release
+    unlisted = new_namespace()
+    as_operator = Kube(
+        kubeconfig=write_service_account_kubeconfig(
+            kube.kubeconfig,
+            tmp_path / "operator.kubeconfig",
+            namespace=release,
+            name="rillet-operator",
+        )
+    )
+
+    def can_i(*args: str) -> bool:
+        answer = as_operator.kubectl("auth", "can-i", *args, check=False).stdout.strip()
+        assert answer in ("yes", "no"), answer
+        return answer == "yes"
+
+    for verb, resource in OPERATOR_REQUESTS:
+        assert can_i(verb, resource, "-n", watched), (verb, resource)
+        assert not can_i(verb, resource, "-n", unlisted), (verb, resource)
+    for verb, resource in (
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+    ):
+        assert not can_i(verb, resource, "-n", unlisted), (verb, resource)
+    listed = as_operator.kubectl("auth", "can-i", "--list", "-n", unlisted).stdout
+    granted = {line.split()[0] for line in listed.splitlines()[1:] if line.strip()}
+    # Cluster-wide reads (namespaces, CRDs, nodes) and what every authenticated user may do.
+    assert granted <= {
+        "namespaces",
+        "customresourcedefinitions.apiextensions.k8s.io",
+        "nodes",
+        "selfsubjectreviews.authentication.k8s.io",
+        "selfsubjectaccessreviews.authorization.k8s.io",
+        "selfsubjectrulesreviews.authorization.k8s.io",
+        "[/.well-known/openid-configuration/]",
+        "[/.well-known/openid-configuration]",
+        "[/api/*]",
+        "[/api]",
+        "[/apis/*]",
+        "[/apis]",
+        "[/healthz]",
+        "[/livez]",
+        "[/openapi/*]",
+        "[/openapi]",
+        "[/openid/v1/jwks/]",
+        "[/openid/v1/jwks]",
+        "[/readyz]",
+        "[/version/]",
+        "[/version]",
+    }, listed
 
 
 def _reconcile_as_the_charts_operator(

@@ -199,7 +199,7 @@ def test_a_protobuf_tables_server_answers_json_decoded_with_each_writers_schema(
                 formats=("string", "protobuf"),
                 env=env,
                 options=[f"--registry-credentials-dir={credentials}"],
-            ) as url:
+            ) as (url, _):
                 wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
 
                 assert _get(url, "7").json() == protoorders.ORDER_JSON

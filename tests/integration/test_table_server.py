@@ -14,7 +14,7 @@ written by a producer; the server runs as its own process, as in its pod):
 - `rillet table get --server` prints what the server answers (with no Kafka reachable), and
   exits 1 for a missing key;
 - it follows the topic: a new value and a tombstone written after it became Ready are served
-  within seconds; its metrics count its keys and show no lag;
+  within seconds; its metrics (on a port of their own) count its keys and show no lag;
 - records deleted below a partition's log start (what retention does to a windowed Table; done
   here with DeleteRecords) disappear from its answers, and the other partitions' stay;
 - restarted after a tombstone and an update were written while it was down, it answers 503
@@ -103,10 +103,11 @@ def _serving(
     formats: tuple[str, str] = ("json", "json"),
     env: Mapping[str, str] | None = None,
     options: Sequence[str] = (),
-) -> Iterator[str]:
+) -> Iterator[tuple[str, str]]:
     """`rillet table serve` on a free port (`formats`: of keys and values; `env`: more of its
-    environment; `options`: more of its command line); its URL. Stopped (SIGTERM) afterwards."""
-    port = processes.free_port()
+    environment; `options`: more of its command line); the URLs of its lookups and of its
+    metrics. Stopped (SIGTERM) afterwards."""
+    port, metrics_port = processes.free_port(), processes.free_port()
     command = [
         *CLI,
         "table",
@@ -116,9 +117,13 @@ def _serving(
         f"--key-format={formats[0]}",
         f"--value-format={formats[1]}",
         f"--port={port}",
+        f"--metrics-port={metrics_port}",
         f"--store-dir={store}",
         "--refresh-seconds=1",
         "--host=127.0.0.1",
+        # A server of one's own outside the cluster; the pods' RBAC authorization is
+        # test_table_server_on_node's.
+        "--authorization=none",
         *options,
     ]
     log = store.parent / f"server-{port}.log"
@@ -130,7 +135,7 @@ def _serving(
         subprocess.Popen(command, stdout=out, stderr=out, env=environment) as server,
     ):
         try:
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{port}", f"http://127.0.0.1:{metrics_port}"
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -148,8 +153,8 @@ def _ready(url: str) -> bool:
         return False
 
 
-def _metric(url: str, name: str) -> float:
-    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+def _metric(metrics_url: str, name: str) -> float:
+    for line in httpx.get(f"{metrics_url}/metrics", timeout=5).text.splitlines():
         if line.startswith(f"{name}{{"):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"no {name} in the server's metrics")
@@ -258,7 +263,7 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
     writer.flush()
     store = tmp_path / "store"
 
-    with _serving(kafka_bootstrap, topic, store) as url:
+    with _serving(kafka_bootstrap, topic, store) as (url, metrics):
         wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
 
         assert _get(url, _key("u1")).json() == {"user": "u1", "visits": 1}
@@ -271,7 +276,9 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
             ("10:00", 3),
             ("10:05", 1),
         ]
-        assert _metric(url, "rillet_table_server_keys") == USERS - 1 + len(windows) + FILLER_KEYS
+        assert (
+            _metric(metrics, "rillet_table_server_keys") == USERS - 1 + len(windows) + FILLER_KEYS
+        )
         written = {
             _key(f"u{n}"): {"user": f"u{n}", "visits": n} for n in range(1, USERS + 1) if n != 3
         }
@@ -294,7 +301,9 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
             what="a new value and a tombstone to be served",
         )
         wait_for(
-            lambda: _metric(url, "rillet_table_server_lag_records") == 0, timeout=30, what="no lag"
+            lambda: _metric(metrics, "rillet_table_server_lag_records") == 0,
+            timeout=30,
+            what="no lag",
         )
 
         # Retention: every record of u4's partition so far is gone from Kafka.
@@ -319,7 +328,7 @@ def test_a_served_table_answers_follows_forgets_and_restarts_without_stale_value
     writer.send(_key(deleted_user).encode(), None)
     writer.send(_key(updated_user).encode(), _value(updated_user, 500))
     writer.flush()
-    with _serving(kafka_bootstrap, topic, store) as url:
+    with _serving(kafka_bootstrap, topic, store) as (url, _):
         wait_for(
             lambda: _answers_only_fresh_values(url, _key(deleted_user), _key(updated_user)),
             timeout=60,
@@ -381,7 +390,7 @@ def test_an_avro_tables_server_answers_json_decoded_with_each_writers_schema(
                 formats=("string", "avro"),
                 env=env,
                 options=[f"--registry-credentials-dir={credentials}"],
-            ) as url:
+            ) as (url, _):
                 wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
 
                 assert _get(url, "7").json() == ORDER_JSON

@@ -6,9 +6,17 @@ stack's operator image):
 - a Table with serve (and a NetworkPolicy) gets a Deployment, a Service and a NetworkPolicy,
   owned by it; its pod runs under the restricted profile and becomes Ready once it has read the
   topic; status.server names the Service and the in-cluster URL;
-- `rillet table get TABLE KEY -n NS` answers from the server through the apiserver's proxy,
-  given no Kafka bootstrap servers at all, so nothing but the server could have answered; a
-  missing key exits 1;
+- `rillet table get TABLE KEY -n NS` answers from the server through the apiserver's proxy
+  with the test's admin token, given no Kafka bootstrap servers at all, so nothing but the
+  server could have answered; a missing key exits 1;
+- lookups are authorized by RBAC, asked from pods on the node with their own mounted
+  ServiceAccount tokens (servedtables.asked_from_pods): a pod of another namespace gets 403, a
+  pod of the Table's namespace whose ServiceAccount may not get the Table 403 (and 401 without
+  a token),
+  one allowed by a Role and RoleBinding the value; a key matching every key is 400; metrics
+  answer on their own port without a token, and not on the lookups' port;
+- a second served Table naming the same topic loses the claim: no server objects, no
+  status.server, a ServerWithheld Event;
 - removing serve removes the three objects and status.server, and `rillet table get` reads
   the topic again (and, given no bootstrap servers, says it needs them).
 """
@@ -19,6 +27,7 @@ import json
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from confluent_kafka import Producer
 
@@ -26,9 +35,9 @@ from rillet.reconcile import tableservers
 from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
-from .objects import apply, exists, get, table, wait_condition
+from .objects import apply, condition, events, exists, get, table, wait_condition
 from .polling import wait_for
-from .servedtables import ready_replicas, server_settings, table_get
+from .servedtables import asked_from_pods, ready_replicas, server_settings, table_get
 
 CLI = (sys.executable, "-m", "rillet.cli")
 
@@ -47,6 +56,7 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     kafka_prefix: str,
     operator_image: str,
     lone_operator: Callable[..., OperatorProcess],
+    new_namespace: Callable[..., str],
 ) -> None:
     own = lone_operator(settings=server_settings(operator_image))
     own.start()
@@ -92,6 +102,10 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     missing = table_get(kube, name, '{"user": "u99"}', namespace, None)
     assert missing.returncode == 1, missing.stderr
 
+    other = new_namespace(operated=False)
+    _lookups_are_authorized_by_rbac(kube, operator_image, other, namespace, status)
+    _a_table_that_loses_its_topic_gets_no_server(kube, namespace, name, topic)
+
     kube.kubectl(
         "patch",
         "table",
@@ -118,3 +132,72 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     no_kafka = table_get(kube, name, '{"user": "u7"}', namespace, None)
     assert no_kafka.returncode == 2
     assert "give -b or set RILLET_KAFKA_BOOTSTRAP" in no_kafka.stderr
+
+
+def _lookups_are_authorized_by_rbac(
+    kube: Kube, image: str, other_namespace: str, namespace: str, server: dict[str, str]
+) -> None:
+    """Pods with their own ServiceAccount tokens ask the server in the cluster."""
+    name = server["url"].rsplit("/", 1)[1]
+    wait_for(
+        lambda: exists(kube, "serviceaccount", "default", other_namespace),
+        timeout=30,
+        what="the other namespace's default ServiceAccount",
+    )
+    kube.kubectl("create", "serviceaccount", "reader", "-n", namespace)
+    kube.kubectl(
+        *("create", "role", "table-reader", "-n", namespace, "--verb=get"),
+        "--resource=tables.rillet.io",
+        f"--resource-name={name}",
+    )
+    kube.kubectl(
+        *("create", "rolebinding", "table-reader", "-n", namespace, "--role=table-reader"),
+        f"--serviceaccount={namespace}:reader",
+    )
+    lookup = f"{server['url']}/{quote(json.dumps({'user': 'u7'}), safe='')}"
+    metrics = f"http://{server['service']}.{namespace}.svc:{tableservers.METRICS_PORT}/metrics"
+    lookups_port_metrics = f"http://{server['service']}.{namespace}.svc:{tableservers.PORT}/metrics"
+    everything = f"{server['url']}/{quote('{}', safe='')}"
+    answers = asked_from_pods(
+        kube,
+        {
+            "outsider": (other_namespace, "default", [lookup]),
+            "denied": (namespace, "default", [lookup, f"{lookup}#no-token"]),
+            "allowed": (namespace, "reader", [lookup, everything, metrics, lookups_port_metrics]),
+        },
+        image,
+    )
+    (outsider,) = answers["outsider"]
+    assert outsider[0] == 403, outsider
+    assert f"may not get Table {namespace}/{name}" in outsider[1], outsider
+    denied, anonymous = answers["denied"]
+    assert denied[0] == 403, denied
+    assert anonymous[0] == 401, anonymous
+    found, refused, scraped, not_here = answers["allowed"]
+    assert found == [200, '{"visits": 7}'], found
+    assert refused[0] == 400, refused
+    assert "matches every key" in refused[1], refused
+    assert scraped[0] == 200, scraped
+    assert "rillet_table_server_lookups_total" in scraped[1], scraped[1][:500]
+    assert not_here[0] == 404, not_here
+
+
+def _a_table_that_loses_its_topic_gets_no_server(
+    kube: Kube, namespace: str, owner: str, topic: str
+) -> None:
+    """A Table naming a topic another object claims gets no server."""
+    rival = "profiles-copy"
+    spec = {"partitions": 2, "topicName": topic, "keyFormat": "json"}
+    apply(kube, table(rival, namespace, **spec, serve={}))
+    wait_for(
+        lambda: any(e.get("reason") == "ServerWithheld" for e in events(kube, namespace, rival)),
+        timeout=60,
+        what="a ServerWithheld Event on the Table that lost the claim",
+    )
+    stalled = condition(get(kube, "table", rival, namespace), "Stalled")
+    assert stalled.get("reason") == "TopicConflict", stalled
+    server = tableservers.server_name(rival)
+    assert not any(exists(kube, kind, server, namespace) for kind in ("deployment", "service"))
+    assert "server" not in (get(kube, "table", rival, namespace).get("status") or {})
+    assert exists(kube, "deployment", tableservers.server_name(owner), namespace)
+    kube.kubectl("delete", "table", rival, "-n", namespace)

@@ -23,6 +23,9 @@ Test plan (each claim checked in Kafka with an independent AdminClient read):
 - deletionPolicy Delete deletes the topic, Retain keeps it; rillet.io/managed=false keeps it.
 - rillet.io/paused stops reconciling and says so; unpausing resumes.
 - a namespace holding Topics is deleted completely.
+- the operator's quotas: a Topic asking for more partitions than the cap, and the newest Topic
+  beyond the cap on their number, are Stalled (QuotaExceeded, with an Event) and reach no
+  Kafka; once one is deleted, the newest fits and is made.
 - the metrics endpoint counts each reconcile of an object, by kind and reason (an operator
   watching only the test's objects, so every count is theirs).
 (More promises, Kafka refusals, management turned off and the deletion race, are in
@@ -569,3 +572,41 @@ def test_metrics_count_reconciles_by_kind_and_reason(
         scraping.value(page, "rillet_reconciles_total", kind="Topic")
     )
     assert scraping.value(page, "rillet_topic_queue_depth") == 0
+
+
+def test_the_operators_quotas_stall_what_is_over_them(
+    kube: Kube,
+    kafka_admin: AdminClient,
+    unique: Unique,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    caps = {"RILLET_MAX_PARTITIONS_PER_TOPIC": "4", "RILLET_MAX_TOPICS_PER_NAMESPACE": "2"}
+    own = lone_operator(resync_seconds=2.0, settings=caps)
+    own.start()
+    namespace = own.namespace_pattern
+    fits, wide, third = unique("fits"), unique("wide"), unique("third")
+    apply(kube, topic(fits, namespace, partitions=4))
+    wait_condition(kube, "topic", fits, namespace)
+    apply(kube, topic(wide, namespace, partitions=5, deletionPolicy="Delete"))
+    stalled = wait_condition(
+        kube, "topic", wide, namespace, condition_type="Stalled", reason="QuotaExceeded"
+    )
+    assert "5 partitions is more than the 4 per topic" in condition(stalled, "Stalled")["message"]
+    apply(kube, topic(third, namespace, partitions=1))
+    stalled = wait_condition(
+        kube, "topic", third, namespace, condition_type="Stalled", reason="QuotaExceeded"
+    )
+    assert (
+        f"namespace {namespace} already has 2 Topics and Tables"
+        in (condition(stalled, "Stalled")["message"])
+    )
+    assert "QuotaExceeded" in {e["reason"] for e in events(kube, namespace, third)}
+    topics = kafka_admin.list_topics(timeout=30).topics
+    assert fits in topics
+    assert wide not in topics
+    assert third not in topics
+
+    # One gone, the newest fits: the resync takes it from there.
+    kube.kubectl("delete", "topic", wide, "-n", namespace, "--wait=true", "--timeout=60s")
+    wait_condition(kube, "topic", third, namespace, timeout=60)
+    assert kafka_partitions(kafka_admin, third) == 1

@@ -98,16 +98,22 @@ def test_python_is_debians_311_and_pyproject_allows_it() -> None:
 def test_runtime_has_openjdk_17_and_pyspark_at_pyprojects_pin() -> None:
     (pin,) = [r for r in PYPROJECT["project"]["optional-dependencies"]["spark"] if "pyspark" in r]
     assert pin == f"pyspark[sql]=={versions.SPARK}"
-    assert f"ARG PYSPARK_VERSION={versions.SPARK}" in instructions(RUNTIME)
+    lock = (REPO / "images" / "runtime" / "requirements.txt").read_text(encoding="utf-8")
+    assert f"\npyspark=={versions.SPARK} \\\n" in lock
     assert "openjdk-17-jre-headless" in RUNTIME
     assert env_value(RUNTIME, "JAVA_HOME") == "/usr/lib/jvm/java-17"
-    assert "pyproject.toml spark" in RUNTIME  # the `spark` extra's requirements
+    # The `spark` extra's requirements, as the image's lock pins them, hashes checked.
+    assert "--require-hashes -r /opt/rillet/deps/requirements.txt" in RUNTIME
 
 
 def test_operator_image_carries_no_pyspark() -> None:
     assert "spark" not in " ".join(instructions(OPERATOR)).lower()
-    # The one extra requested is protoc (Table servers compile Protobuf schemas), no Spark's.
-    assert "pyproject.toml protoc > " in " ".join(instructions(OPERATOR))
+    # Its lock holds the one extra it is for, protoc (Table servers compile Protobuf schemas),
+    # and nothing of Spark's.
+    lock = (REPO / "images" / "operator" / "requirements.txt").read_text(encoding="utf-8")
+    assert "--extra protoc" in (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "\ngrpcio-tools==" in lock
+    assert "pyspark" not in lock
     assert PYPROJECT["project"]["optional-dependencies"]["protoc"] == ["grpcio-tools>=1.85,<2"]
 
 
@@ -153,10 +159,11 @@ def test_image_inputs_are_its_build_context() -> None:
     operator = images.image_inputs(REPO, "operator")
     runtime = images.image_inputs(REPO, "runtime")
     for inputs in (operator, runtime):
-        assert {"pyproject.toml", "README.md", "images/pyproject-requirements.py"} <= set(inputs)
+        assert {"pyproject.toml", "README.md"} <= set(inputs)
         assert "operator/rillet/cli/__init__.py" in inputs
         assert not [p for p in inputs if "__pycache__" in p or ".egg-info" in p]
-    assert "images/operator/Dockerfile" in operator
+    assert {"images/operator/Dockerfile", "images/operator/requirements.txt"} <= set(operator)
+    assert "images/runtime/requirements.txt" in runtime
     assert not [p for p in operator if p.startswith("images/runtime/")]
     assert "images/runtime/executor-entrypoint.sh" in runtime
 

@@ -488,7 +488,6 @@ def test_app_spark_conf_overrides_defaults_but_not_rillet_keys() -> None:
     user = {
         "spark.sql.shuffle.partitions": "12",
         "spark.kubernetes.allocation.batch.size": "2",
-        "spark.kubernetes.container.image.pullPolicy": "Always",
         "spark.sql.adaptive.enabled": "false",
     }
     context = _context(sparkConf=user)

@@ -222,6 +222,19 @@ def test_lowered_bound_applies_at_once_despite_the_window() -> None:
     assert (decision.desired, decision.reason) == (2, scaling.CAPPED_BY_MAX_EXECUTORS)
 
 
+def test_the_operators_quota_bounds_max_executors_and_says_so() -> None:
+    declared = appresources.Scaling.model_validate({"minExecutors": 10, "maxExecutors": 20})
+    capped = scaling.policy_for(declared, quota=4)
+    assert (capped.min_executors, capped.max_executors, capped.quota) == (4, 4, 4)
+    assert scaling.policy_for(declared, quota=50).quota is None  # above maxExecutors: no bind
+    assert scaling.policy_for(declared, quota=50).max_executors == 20
+    decision = _decide(lag=50_000, history=(), current=None, now=100.0, policy=capped)
+    assert (decision.desired, decision.reason) == (4, scaling.CAPPED_BY_QUOTA)
+    assert "this operator allows 4 executors per App (apps.maxExecutorsPerApp)" in (
+        decision.message
+    )
+
+
 @pytest.mark.parametrize("partitions", [1, 2, 5, 12])
 def test_never_above_the_cap(partitions: int) -> None:
     history = tuple(Recommendation(float(t), 100) for t in range(50, 100))

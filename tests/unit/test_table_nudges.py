@@ -102,6 +102,8 @@ def _nudger(
         table_claims=cast(Any, {}),
         table_writers=cast(Any, {KEY: [("counter", ("words",), None)]}),
         topic_partitions=cast(Any, {(NAMESPACE, "words"): [3]}),
+        topic_namespaces=cast(Any, {}),
+        table_namespaces=cast(Any, {}),
     )
     return nudging.Nudger(
         plural=tables.PLURAL,

@@ -117,6 +117,18 @@ class Operator(ChartModel):
         description="The compacted Kafka topic where every installation records the topics it "
         "owns: the same for all installations sharing a Kafka.",
     )
+    max_partitions_per_topic: int = Field(
+        default=1000,
+        ge=1,
+        description="The most partitions a Topic or Table may ask for (a tenant's topic cannot "
+        "take the brokers down); more: the object is Stalled, QuotaExceeded.",
+    )
+    max_topics_per_namespace: int = Field(
+        default=10_000,
+        ge=1,
+        description="The most Topics and Tables one namespace may have; the newest beyond it "
+        "are Stalled, QuotaExceeded.",
+    )
     worker_limit: int = Field(default=200, ge=1, description="Objects handled at once.")
     worker_idle_seconds: float = Field(
         default=0.5,
@@ -143,6 +155,12 @@ class Apps(ChartModel):
 
     scale_seconds: float = Field(
         default=2, gt=0, description="How often lag is read and executor counts decided."
+    )
+    max_executors_per_app: int = Field(
+        default=64,
+        ge=1,
+        description="The most executors any App runs, whatever its maxExecutors; the scaling "
+        "reason says CappedByQuota when it binds.",
     )
     image_pull_policy: PullPolicy = Field(
         default="IfNotPresent", description="Of driver and executor pods."
@@ -238,6 +256,22 @@ class Monitoring(ChartModel):
     grafana_dashboard: GrafanaDashboard = Field(default_factory=GrafanaDashboard)
 
 
+class TableServers(ChartModel):
+    """Table servers (a Table's `spec.serve`): who their NetworkPolicy admits."""
+
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default={"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape a server's metrics "
+        "port; {}: none may. Lookups are admitted from the Table's namespace and the operator.",
+    )
+    apiserver_cidrs: list[str] = Field(
+        default=[],
+        description="Addresses (CIDRs) the apiserver's proxy comes from, admitted to lookups: "
+        "`rillet table get` goes through it, and a CNI that enforces NetworkPolicy sees it as "
+        "an address outside every namespace (the control plane's nodes, say).",
+    )
+
+
 class ChartValues(ChartModel):
     """Values of the Rillet operator chart."""
 
@@ -266,6 +300,7 @@ class ChartValues(ChartModel):
     schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)
     operator: Operator = Field(default_factory=Operator)
     apps: Apps = Field(default_factory=Apps)
+    table_servers: TableServers = Field(default_factory=TableServers)
     resources: Resources = Field(default_factory=Resources)
     pod_security_context: dict[str, Any] = Field(
         default={

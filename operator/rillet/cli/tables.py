@@ -3,8 +3,9 @@ cluster or --topic (`rillet table serve` is in `tableserving`).
 
 `resolve_table` finds a Table's topic and formats the way every `rillet table` command does.
 A lookup goes to the Table's server when there is one (`--server`, else the one the cluster
-names in the Table's status, through the apiserver's proxy), and falls back to scanning the
-topic when that server cannot answer yet (still loading, no Ready replica), saying so.
+names in the Table's status, through the apiserver's proxy), with the caller's bearer token for
+its authorization (`clustertables`), and falls back to scanning the topic when that server
+cannot answer (still loading, no Ready replica, the caller not allowed), saying so.
 """
 
 from __future__ import annotations
@@ -235,8 +236,10 @@ def _ask(
     """The server's answer, None without a server to ask."""
     if server is not None:
         url = f"{server.rstrip('/')}/tables/{quote(table, safe='')}/{quote(key, safe='')}"
+        authorization = clustertables.caller_authorization()
+        headers = {"Authorization": authorization} if authorization else {}
         try:
-            response = httpx.get(url, timeout=10.0)
+            response = httpx.get(url, timeout=10.0, headers=headers)
         except httpx.HTTPError as error:
             typer.echo(f"error: the server at {server} did not answer: {error}", err=True)
             raise typer.Exit(code=2) from None
@@ -270,6 +273,13 @@ def _answered_by_server(
         typer.echo(f"{table}: no key {key}", err=True)
         raise typer.Exit(code=1)
     why = error or answer.body.decode(errors="replace")[:200]
+    route = source.server if server is None else None
+    if (
+        answer.status == 401
+        and route
+        and not clustertables.bearer_authorization(route.configuration)
+    ):
+        why = f"{why}; {clustertables.NO_TOKEN_HINT}"
     typer.echo(
         f"note: the Table's server answered {answer.status} ({why}); reading the topic", err=True
     )

@@ -4,6 +4,11 @@ The Table is found as `rillet table get` finds it (--file, the cluster with -n, 
 --key-format and --value-format, which is how the operator starts it in a pod). Kafka security
 settings come from the RILLET_KAFKA_* environment, as for the operator (the chart's Secret).
 
+Lookups are authorized by the cluster's RBAC (`--authorization=kubernetes`, the default):
+the caller's token is reviewed by the apiserver of the pod (`--apiserver-ca-file`, in a pod) or
+of the kubeconfig, against the Table `-n NAMESPACE/TABLE`. `--authorization=none` answers
+anyone, for a server of one's own outside a cluster; the operator never starts one so.
+
 The store is rebuilt from the topic at every start, never resumed: while a server is down,
 compaction may remove a tombstone older than the topic's delete.retention.ms, and a resumed store
 would then serve a deleted key forever. Rebuilding 1,000,000 keys takes seconds
@@ -12,20 +17,25 @@ would then serve a deleted key forever. Rebuilding 1,000,000 keys takes seconds
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import shutil
+import signal
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from aiohttp import web
+from kubernetes import client, config
 
 from rillet.api.v1alpha1 import fields
 from rillet.cli import options, tables
 from rillet.settings import KafkaSettings, SchemaRegistrySettings
 from rillet.tables import registryvalues, tablestore
-from rillet.tables.serving import following
+from rillet.tables.serving import authorizing, following
 from rillet.tables.serving import web as serving_web
 
 log = logging.getLogger(__name__)
@@ -38,7 +48,26 @@ ValueFormatOption = Annotated[
         "RILLET_SCHEMA_REGISTRY_URL."
     ),
 ]
-PortOption = Annotated[int, typer.Option(help="HTTP port of lookups, probes and metrics.")]
+PortOption = Annotated[int, typer.Option(help="HTTP port of lookups and probes.")]
+MetricsPortOption = Annotated[
+    int, typer.Option(help="HTTP port of /metrics (Prometheus), apart from lookups.")
+]
+AuthorizationOption = Annotated[
+    str,
+    typer.Option(
+        help="kubernetes: a lookup needs a bearer token whose identity may get the Table "
+        "(RBAC, asked of the apiserver); none: anyone may look keys up."
+    ),
+]
+ApiserverCaOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--apiserver-ca-file",
+        dir_okay=False,
+        help="CA of the in-cluster apiserver (KUBERNETES_SERVICE_HOST): set in a pod; "
+        "otherwise the kubeconfig's cluster is asked (its credentials are not used).",
+    ),
+]
 HostOption = Annotated[str, typer.Option(help="Address to listen on.")]
 StoreOption = Annotated[
     Path | None,
@@ -83,7 +112,10 @@ def table_serve(
     value_format: ValueFormatOption = None,
     namespace: tables.TableNamespaceOption = None,
     port: PortOption = 8080,
+    metrics_port: MetricsPortOption = 9090,
     host: HostOption = "0.0.0.0",
+    authorization: AuthorizationOption = "kubernetes",
+    apiserver_ca: ApiserverCaOption = None,
     store_dir: StoreOption = None,
     refresh_seconds: RefreshOption = 10.0,
     registry_credentials: RegistryCredentialsOption = None,
@@ -93,6 +125,7 @@ def table_serve(
     source = tables.resolve_table(
         table, file=file, topic=topic, namespace=namespace, fmt=key_format
     )
+    authorizer = _authorizer(authorization, table, namespace, apiserver_ca)
     values = tables.value_format_of(value_format or source.value_format)
     decoder = (
         _registry_values(values, source.topic, registry_credentials)
@@ -110,18 +143,86 @@ def table_serve(
         refresh_seconds=refresh_seconds,
     )
     follower.start()
-    app = serving_web.application(
-        table=table, store=table_store, follower=follower, value_format=values, decoder=decoder
+    apps = serving_web.application(
+        table=table,
+        store=table_store,
+        follower=follower,
+        value_format=values,
+        decoder=decoder,
+        authorizer=authorizer,
     )
-    log.info("serving Table %s (topic %s) on %s:%d", table, source.topic, host, port)
+    log.info(
+        "serving Table %s (topic %s) on %s:%d, metrics on port %d, authorization %s",
+        table,
+        source.topic,
+        host,
+        port,
+        metrics_port,
+        authorization,
+    )
     try:
-        web.run_app(app, host=host, port=port, print=None, access_log=None)
+        asyncio.run(_serve(apps, host=host, ports=(port, metrics_port)))
     finally:
         follower.stop()
         follower.join(timeout=10)
         table_store.close()
         if decoder is not None:
             decoder.close()
+
+
+async def _serve(apps: Sequence[web.Application], *, host: str, ports: Sequence[int]) -> None:
+    """Run each application on its port until SIGTERM or SIGINT."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stopping.set)
+    runners = [web.AppRunner(app, access_log=None) for app in apps]
+    try:
+        for runner, port in zip(runners, ports, strict=True):
+            await runner.setup()
+            await web.TCPSite(runner, host, port).start()
+        await stopping.wait()
+    finally:
+        for runner in reversed(runners):
+            with contextlib.suppress(Exception):
+                await runner.cleanup()
+
+
+def _authorizer(
+    mode: str, table: str, namespace: str | None, ca_file: Path | None
+) -> authorizing.Authorizer:
+    """The lookups' authorizer of --authorization (a usage error without what it needs)."""
+    if mode == "none":
+        log.warning("authorization is off: anyone who reaches the server reads Table %s", table)
+        return authorizing.AllowAll()
+    if mode != "kubernetes":
+        raise typer.BadParameter("kubernetes or none", param_hint="--authorization")
+    if namespace is None:
+        raise typer.BadParameter(
+            "--authorization=kubernetes asks the cluster about the Table in a namespace: give -n",
+            param_hint="-n",
+        )
+    if ca_file is not None:
+        apiserver = authorizing.Apiserver.in_cluster(str(ca_file))
+    else:
+        apiserver = _kubeconfig_apiserver()
+    return authorizing.RbacAuthorizer(
+        apiserver=apiserver, namespace=namespace, table=table, cache=authorizing.DecisionCache()
+    )
+
+
+def _kubeconfig_apiserver() -> authorizing.Apiserver:
+    """The kubeconfig's apiserver and CA: only where to ask, never whose credentials."""
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (config.ConfigException, FileNotFoundError) as error:
+        raise typer.BadParameter(
+            f"no apiserver to authorize lookups with ({error}): run in a pod with "
+            f"--apiserver-ca-file, set KUBECONFIG, or give --authorization=none",
+            param_hint="--authorization",
+        ) from None
+    return authorizing.Apiserver(url=configuration.host, ca_file=configuration.ssl_ca_cert)
 
 
 def _registry_values(

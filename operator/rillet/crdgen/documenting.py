@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rillet.api import chartvalues
-from rillet.api.v1alpha1 import apps, kinds, objects, topicconfigs
+from rillet.api.v1alpha1 import appsparkconf, kinds, objects, topicconfigs
 from rillet.crdgen import building
 
 TITLE = f"# Rillet API reference ({objects.API_VERSION})"
@@ -163,13 +163,31 @@ def _topic_config_section() -> list[str]:
 
 
 def _spark_conf_section() -> list[str]:
-    reserved = ", ".join(f"`{key}`" for key in sorted(apps.RESERVED_SPARK_CONF))
-    prefixes = ", ".join(f"`{p}*`" for p in apps.RESERVED_SPARK_CONF_PREFIXES)
-    return [
-        "## Spark settings Rillet manages",
+    lines = [
+        "## Spark settings an App may not set",
         "",
-        f"`spec.sparkConf` of an App may not set {reserved}, nor any key starting with "
-        f"{prefixes}: Rillet derives them from the App.",
+        "`spec.sparkConf` of an App is refused at `kubectl apply` when it sets one of these keys, "
+        "with the group's reason (see docs/security-model.md):",
+        "",
+        "| Keys | Reason, and what to do instead |",
+        "| --- | --- |",
+    ]
+    for group in appsparkconf.GROUPS:
+        named = [f"`{key}`" for key in sorted(group.keys)]
+        named += [f"`{prefix}*`" for prefix in group.prefixes]
+        if group.pattern is not None:
+            named.append(f"keys matching `{group.pattern}`")
+        if group.allowed:
+            named.append("except " + ", ".join(f"`{key}`" for key in sorted(group.allowed)))
+        lines.append(f"| {_cell(', '.join(named))} | {_cell(group.advice)} |")
+    keys = " and ".join(f"`{key}`" for key in appsparkconf.JAVA_OPTIONS_KEYS)
+    return [
+        *lines,
+        "",
+        f"{keys} may hold `-XX:` flags (boolean, or with a plain number or word, not "
+        "`-XX:OnError` nor `-XX:OnOutOfMemoryError`) and `-Xss` only. "
+        f"`{appsparkconf.EXECUTOR_ACCOUNT}` may only name the App's own ServiceAccount, "
+        "`<app>-driver`.",
         "",
     ]
 

@@ -161,6 +161,7 @@ class AppScaler:
             now=self._clock(),
             at=datetime.now(UTC),
             lost_nodes=lost_nodes,
+            max_executors_per_app=self._deps.env.max_executors_per_app,
         )
         self._history[uid] = scaled.history
         await self._write(target.body, scaled.report)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import kopf
 
 from rillet.api.v1alpha1 import fields, objects
-from rillet.reconcile import appnotes, claims, naming
+from rillet.reconcile import appnotes, claims, naming, quotas
 from rillet.settings import OperatorSettings
 
 Body = TypeVar("Body", bound=Mapping[str, Any])
@@ -78,6 +78,23 @@ def topic_claims(**kwargs: Any) -> dict[str, claims.Claim]:
 @kopf.index(objects.GROUP, objects.VERSION, "tables")
 def table_claims(**kwargs: Any) -> dict[str, claims.Claim]:
     return _claim_entry("Table", **kwargs)
+
+
+def _namespace_entry(
+    kind: str, *, name: str, namespace: str | None, meta: kopf.Meta, status: kopf.Status, **_: Any
+) -> dict[str, claims.Claim]:
+    """One Topic's or Table's entry by namespace: what the cap on their number counts."""
+    return {str(namespace): claim_of(kind, name, str(namespace), meta, status)}
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "topics")
+def topic_namespaces(**kwargs: Any) -> dict[str, claims.Claim]:
+    return _namespace_entry("Topic", **kwargs)
+
+
+@kopf.index(objects.GROUP, objects.VERSION, "tables")
+def table_namespaces(**kwargs: Any) -> dict[str, claims.Claim]:
+    return _namespace_entry("Table", **kwargs)
 
 
 @kopf.index(objects.GROUP, objects.VERSION, "topics")
@@ -178,6 +195,8 @@ class Views:
     table_claims: kopf.Index[str, claims.Claim]
     table_writers: kopf.Index[tuple[str, str], tuple[str, tuple[str, ...], str | None]]
     topic_partitions: kopf.Index[tuple[str, str], int]
+    topic_namespaces: kopf.Index[str, claims.Claim]
+    table_namespaces: kopf.Index[str, claims.Claim]
 
     @classmethod
     def of(cls, kwargs: dict[str, Any]) -> Views:
@@ -188,6 +207,15 @@ class Views:
         """Other objects, of any kind and namespace, that claim the same Kafka topic."""
         found = [*self.topic_claims.get(kafka_name, []), *self.table_claims.get(kafka_name, [])]
         return claims.rivals_of(subject, found)
+
+    def older_in_namespace(self, subject: claims.Claim) -> int:
+        """How many other Topics and Tables of the subject's namespace were made before it."""
+        namespace = subject.namespace
+        found = [
+            *self.topic_namespaces.get(namespace, []),
+            *self.table_namespaces.get(namespace, []),
+        ]
+        return quotas.older_in_namespace(subject, found)
 
 
 def newest(bodies: Iterable[Body]) -> Body | None:

@@ -8,6 +8,7 @@ register the same kopf handlers (`register_handlers`): only how a body becomes a
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ import kopf
 from rillet import metrics
 from rillet.handlers import deleting, indexes
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import notes, statuses, subjects
+from rillet.reconcile import notes, quotas, statuses, subjects
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
 MAX_RETRY_DELAY = 60.0
@@ -40,6 +41,22 @@ def bare_subject(kind: str, body: Mapping[str, Any], views: indexes.Views) -> su
         claim=claim,
         rivals=views.rivals(kafka_name, claim),
     )
+
+
+def within_quotas(subject: subjects.Subject, views: indexes.Views) -> subjects.Subject:
+    """The subject, with the operator-wide cap it is over, if any (`quotas`)."""
+    settings = indexes.SETTINGS
+    limits = quotas.TopicQuotas(
+        partitions_per_topic=settings.max_partitions_per_topic,
+        topics_per_namespace=settings.max_topics_per_namespace,
+    )
+    problem = quotas.problem(
+        limits,
+        namespace=subject.claim.namespace,
+        partitions=subject.desired.partitions if subject.desired is not None else None,
+        older=views.older_in_namespace(subject.claim),
+    )
+    return dataclasses.replace(subject, over_quota=problem)
 
 
 def desired_topic(

@@ -54,24 +54,30 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
             replication_factor=spec.replication_factor,
             config=table_planning.changelog_config(spec, writers),
         )
-    return dataclasses.replace(
-        subject,
-        desired=desired,
-        waiting=choice.waiting_for,
-        warnings=tuple(
-            (reason, message)
-            for reason, message in (
-                ("NotCoPartitioned", choice.warning),
-                ("ExpiryShorterThanLateness", table_planning.expiry_warning(spec, writers)),
-            )
-            if message is not None
+    subject = reconciling.within_quotas(
+        dataclasses.replace(
+            subject,
+            desired=desired,
+            waiting=choice.waiting_for,
+            warnings=tuple(
+                (reason, message)
+                for reason, message in (
+                    ("NotCoPartitioned", choice.warning),
+                    ("ExpiryShorterThanLateness", table_planning.expiry_warning(spec, writers)),
+                )
+                if message is not None
+            ),
+            extra_status={
+                "windowed": spec.window is not None,
+                "writers": sorted(w.app for w in writers) or None,
+            },
         ),
-        extra_status={
-            "windowed": spec.window is not None,
-            "writers": sorted(w.app for w in writers) or None,
-            "server": tableservers.server_status(name, namespace) if spec.serve else None,
-        },
+        views,
     )
+    # Only a Table that owns its topic is served (handlers.tableserving).
+    served = spec.serve and tableservers.ownership_refusal(subjects.gate(subject)) is None
+    server = tableservers.server_status(name, namespace) if served else None
+    return dataclasses.replace(subject, extra_status={**subject.extra_status, "server": server})
 
 
 reconciling.register_handlers(resource=RESOURCE, noun="table", subject_for=subject_for)

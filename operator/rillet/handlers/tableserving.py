@@ -1,7 +1,10 @@
 """Table servers: the Deployment, Service and NetworkPolicy of each Table with `spec.serve`.
 
-Applied when a Table is created, resumed or its spec changes; removed when `spec.serve` is
-removed (deleting the Table deletes them through their owner reference). `status.server`, where
+Applied when a Table is created, resumed or its spec changes, once the Table is Ready: a server
+runs only for a Table that owns its topic, so a Table aimed at a topic another object claims
+gets none, and a served one that does not own its topic has its objects removed
+(`tableservers.serving_decision`). Removed when `spec.serve` is removed (deleting the Table
+deletes them through their owner reference). `status.server`, where
 lookups go, is part of the Table's status (handlers.tables), written with the rest of it. The
 Table's own conditions stay about its topic: the server's health is its Deployment's, which
 `kubectl rollout status` and GitOps tools read as usual.
@@ -17,16 +20,19 @@ import pydantic
 
 from rillet.api.v1alpha1 import tables
 from rillet.handlers import indexes
+from rillet.handlers import tables as table_handlers
 from rillet.handlers.appreconciling import AppDeps
 from rillet.handlers.tables import KIND, RESOURCE
 from rillet.k8s import applying
-from rillet.reconcile import tableservers
+from rillet.reconcile import subjects, tableservers
 from rillet.settings import TableServerSettings
 
 REFUSED = "ServerRefused"
 NO_REGISTRY = "NoSchemaRegistry"
 KEPT = "ServerObjectKept"
+WITHHELD = "ServerWithheld"
 SETTINGS = TableServerSettings()
+MAX_WAIT_RETRY_DELAY = 30.0
 
 
 def _paths(namespace: str, name: str) -> list[str]:
@@ -45,7 +51,11 @@ def _paths(namespace: str, name: str) -> list[str]:
 @kopf.on.create(*RESOURCE)
 @kopf.on.update(*RESOURCE, field="spec")
 async def serve_table(
-    body: kopf.Body, memo: kopf.Memo, old: Mapping[str, Any] | None = None, **_: Any
+    body: kopf.Body,
+    memo: kopf.Memo,
+    retry: int,
+    old: Mapping[str, Any] | None = None,
+    **kwargs: Any,
 ) -> None:
     metadata = body["metadata"]
     name, namespace = str(metadata["name"]), str(metadata["namespace"])
@@ -63,6 +73,19 @@ async def serve_table(
         if had_server:
             await _delete_server(body, kube, _paths(namespace, name))
         return
+    subject = table_handlers.subject_for(body, indexes.Views.of(kwargs))
+    decision = tableservers.serving_decision(
+        refusal=tableservers.ownership_refusal(subjects.gate(subject)),
+        conditions=list((body.get("status") or {}).get("conditions") or []),
+    )
+    if decision.action == "withhold":
+        await _delete_server(body, kube, _paths(namespace, name))
+        message = f"no server for a Table that does not own its topic: {decision.reason}"
+        kopf.event(body, type="Warning", reason=WITHHELD, message=message)
+        return
+    if decision.action == "wait":
+        # The Table's reconcile writes Ready; kopf calls this again after the delay.
+        raise kopf.TemporaryError(decision.reason, delay=min(2.0**retry, MAX_WAIT_RETRY_DELAY))
     served = tableservers.ServedTable(
         name=name,
         namespace=namespace,
@@ -79,6 +102,10 @@ async def serve_table(
         image_pull_policy=SETTINGS.image_pull_policy,
         kafka_bootstrap=memo.apps.env.kafka_bootstrap,
         schema_registry=memo.apps.env.schema_registry,
+        operator_namespace=SETTINGS.own_namespace(),
+        operator_labels=tuple(sorted(SETTINGS.operator_labels.items())),
+        monitoring_namespace_labels=tuple(sorted(SETTINGS.monitoring_namespace_labels.items())),
+        apiserver_cidrs=tuple(SETTINGS.apiserver_cidrs),
     )
     if (problem := tableservers.registry_problem(served, env)) is not None:
         kopf.event(body, type="Warning", reason=NO_REGISTRY, message=problem)
@@ -96,7 +123,8 @@ async def serve_table(
 
 
 async def _delete_server(body: kopf.Body, kube: applying.AppKube, paths: list[str]) -> None:
-    """Delete the Table server's objects at `paths`, only those the Table controls."""
+    """Delete the Table server's objects at `paths`, only those the Table controls (a Table
+    withheld from serving may never have had a server, and the names may be another's)."""
     metadata = body["metadata"]
     owner = tableservers.owner_reference(str(metadata["name"]), str(metadata["uid"]))
     left = await kube.delete_owned(paths, owner)

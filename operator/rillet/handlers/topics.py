@@ -25,7 +25,7 @@ def subject_for(body: Mapping[str, Any], views: indexes.Views) -> subjects.Subje
         replication_factor=spec.get("replicationFactor"),
         config=topicconfigs.canonical_config(dict(spec.get("config") or {})),
     )
-    return dataclasses.replace(subject, desired=desired)
+    return reconciling.within_quotas(dataclasses.replace(subject, desired=desired), views)
 
 
 reconciling.register_handlers(resource=RESOURCE, noun="topic", subject_for=subject_for)

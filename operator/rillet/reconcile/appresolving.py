@@ -100,6 +100,7 @@ def environment(
         schema_registry=schema_registry(
             registry, credentials_dir=registrycredentials.CREDENTIALS_DIR
         ),
+        max_executors_per_app=settings.max_executors_per_app,
     )
 
 

@@ -103,9 +103,11 @@ def target_of(body: Mapping[str, Any], views: appresolving.ObjectViews) -> Targe
     )
 
 
-def policy_of(spec: Mapping[str, Any]) -> scaling.ScalingPolicy:
-    """The App's scaling policy (spec.scaling as the apiserver defaulted it)."""
-    return scaling.policy_for(appresources.Scaling.model_validate(spec.get("scaling") or {}))
+def policy_of(spec: Mapping[str, Any], *, quota: int | None = None) -> scaling.ScalingPolicy:
+    """The App's scaling policy (spec.scaling as the apiserver defaulted it, within the
+    operator's `quota` of executors per App)."""
+    declared = appresources.Scaling.model_validate(spec.get("scaling") or {})
+    return scaling.policy_for(declared, quota=quota)
 
 
 def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[str, Any]]]:
@@ -241,17 +243,18 @@ def derive_pass(
     now: float,
     at: datetime,
     lost_nodes: frozenset[str] = frozenset(),
+    max_executors_per_app: int | None = None,
 ) -> Pass:
     """One App's pass: its inputs and pods observed, its executors decided, its status and
     Events derived. `now`: the scaling decision's monotonic clock; `at`: the status's time;
-    `lost_nodes`: the nodes not Ready."""
+    `lost_nodes`: the nodes not Ready; `max_executors_per_app`: the operator's quota."""
     body = target.body
     previous = body.get("status") or {}
     inputs = observe_inputs(target, lags)
     before = (previous.get("executors") or {}).get("desired")
     parallelism = parallelism_of(target, inputs, driver_pod(target, pods))
     decision = scaling.plan_executors(
-        policy_of(body.get("spec") or {}),
+        policy_of(body.get("spec") or {}, quota=max_executors_per_app),
         partitions=parallelism,
         lag=appstatus.total_lag(inputs),
         history=history,

@@ -57,6 +57,7 @@ SCALE_DOWN_SETTLE_SECONDS: Final = 5.0
 LAG_ABOVE_PER_EXECUTOR_TARGET: Final = "LagAbovePerExecutorTarget"
 CAPPED_BY_PARTITIONS: Final = "CappedByPartitions"
 CAPPED_BY_MAX_EXECUTORS: Final = "CappedByMaxExecutors"
+CAPPED_BY_QUOTA: Final = "CappedByQuota"
 SCALE_DOWN_STABILIZING: Final = "ScaleDownStabilizing"
 SCALE_DOWN_SETTLING: Final = "ScaleDownSettling"
 SCALE_UP_STABILIZING: Final = "ScaleUpStabilizing"
@@ -80,6 +81,9 @@ class ScalingPolicy:
     lag_target: int
     scale_down_window_seconds: float
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS
+    # The operator-wide cap on an App's executors, when it is below maxExecutors (which it
+    # then replaces as max_executors).
+    quota: int | None = None
 
 
 @dataclass(frozen=True)
@@ -109,13 +113,17 @@ class ScalingDecision:
 def policy_for(
     scaling: appresources.Scaling,
     *,
+    quota: int | None = None,
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
 ) -> ScalingPolicy:
     """The policy of an App's spec.scaling; its stabilizationWindowSeconds is the scale-down
-    window."""
+    window. `quota`: the operator's cap on executors per App, which bounds maxExecutors (and
+    minExecutors) when lower."""
+    binding = quota if quota is not None and quota < scaling.max_executors else None
     return ScalingPolicy(
-        min_executors=scaling.min_executors,
-        max_executors=scaling.max_executors,
+        min_executors=min(scaling.min_executors, binding or scaling.min_executors),
+        max_executors=binding or scaling.max_executors,
+        quota=binding,
         executor_cores=scaling.executor_cores,
         lag_target=scaling.lag_target,
         scale_down_window_seconds=scaling.stabilization_window_seconds,
@@ -352,6 +360,11 @@ def _explain(
     if raw > bounds.upper:
         if cap and cap < policy.max_executors:
             return CAPPED_BY_PARTITIONS, f"{by_partitions} at {policy.executor_cores} cores each"
+        if policy.quota is not None:
+            return CAPPED_BY_QUOTA, (
+                f"{needs}; this operator allows {policy.quota} executors per App "
+                f"(apps.maxExecutorsPerApp)"
+            )
         return CAPPED_BY_MAX_EXECUTORS, f"{needs}; maxExecutors is {policy.max_executors}"
     if raw <= bounds.lower:
         if bounds.lower < policy.min_executors:

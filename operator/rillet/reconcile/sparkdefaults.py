@@ -43,6 +43,17 @@ RESTART_FREE_DEFAULTS: Final[Mapping[str, str]] = {
     POLLING_DELAY: IDLE_POLLING_DELAY,
 }
 
+# Settings that keep an App to itself, last so nothing moves them (the API refuses them in an
+# App's sparkConf too: appsparkconf.SECURITY). SQL reads no file by path (SELECT * FROM
+# text.`/var/run/secrets/...` would read the driver's ServiceAccount token), and no UI listens
+# in the pods: it showed every setting and plan to any pod that reached port 4040, and nothing
+# of Rillet reads it (metrics have their own port). Not restart-free: a release that adds one
+# restarts the drivers, so that no App runs without it.
+SECURITY_DEFAULTS: Final[Mapping[str, str]] = {
+    "spark.sql.runSQLOnFiles": "false",
+    "spark.ui.enabled": "false",
+}
+
 # HotSpot's compile thresholds times 3: its JIT threads then compete less with a starting
 # App's tasks for the cores. Measured on 2 cores (docs/runtime.md, "Starting"): the word count
 # restarted to its first committed batch in 8.1 s instead of 8.9, caught up 1,000,000 lines
@@ -62,7 +73,8 @@ JVM_ROLES: Final = ("driver", "executor")
 def jvm_defaults(spark_conf: Mapping[str, str]) -> dict[str, str]:
     """The defaultJavaOptions of the App's driver and executors: JIT_OPTION and GC_OPTION,
     without GC_OPTION for a JVM whose extraJavaOptions in the App's sparkConf choose a collector
-    (a JVM given two collectors does not start). The App's own defaultJavaOptions replace these.
+    (a JVM given two collectors does not start). An App may not set defaultJavaOptions (the API
+    refuses them): its own flags go in extraJavaOptions, which come after these.
     """
     defaults = {}
     for role in JVM_ROLES:
@@ -151,6 +163,8 @@ def build_spark_conf(
     collector (jvm_defaults), in Spark's defaultJavaOptions, which come before the App's own
     extraJavaOptions (whose flags win).
     They initialize the classes of warmup_classes as they start.
+
+    SECURITY_DEFAULTS come last: SQL over files by path off, and no UI.
     """
     warmups = warmup_classes(spec)
     return {
@@ -166,4 +180,5 @@ def build_spark_conf(
         "spark.sql.session.timeZone": "UTC",
         **spec.spark_conf,
         SHUFFLE_PARTITIONS: str(spec.shuffle_partitions),
+        **SECURITY_DEFAULTS,
     }

@@ -2,7 +2,7 @@
 
 A `Subject` is one Topic or Table as the handlers found it (its body, the topic it asks for, who
 else claims that topic). `gate` reaches the verdicts that need no Kafka (paused, unmanaged, a
-conflict, a bad name or spec, partitions not known yet); `derive_status_patch` and
+conflict, a bad name or spec, a cap exceeded, partitions not known yet); `derive_status_patch` and
 `derive_notes` turn a verdict and what the sync did into the status patch and the Events;
 `deletion_refusal` says when a deleted object's topic is kept. Imported by
 `rillet.handlers.reconciling`, which does the I/O between them.
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rillet.reconcile import claims, naming, notes, statuses, topicownership
+from rillet.reconcile import claims, naming, notes, quotas, statuses, topicownership
 from rillet.reconcile.statuses import Verdict
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
@@ -43,6 +43,7 @@ class Subject:
     desired: DesiredTopic | None = None
     waiting: str | None = None  # why the desired topic is not known yet
     invalid: str | None = None  # what the models refuse in a stored spec (specproblems)
+    over_quota: str | None = None  # which operator-wide cap it is over (quotas)
     warnings: tuple[tuple[str, str], ...] = ()  # (reason, message): worth an Event, no failure
     extra_status: Mapping[str, Any] = field(default_factory=dict)
 
@@ -86,6 +87,8 @@ def gate(subject: Subject) -> Verdict | None:
     problem = naming.name_problem(subject.kafka_name)
     if problem:
         return Verdict("stalled", "InvalidTopicName", problem)
+    if subject.over_quota is not None:
+        return Verdict("stalled", quotas.QUOTA_EXCEEDED, subject.over_quota)
     if subject.waiting is not None:
         return Verdict("progressing", "WaitingForPartitions", subject.waiting)
     return None

@@ -1,4 +1,5 @@
-"""The Kubernetes objects of a Table's server (pure): a Deployment, a Service, a NetworkPolicy.
+"""The Kubernetes objects of a Table's server (pure): a Deployment, a Service, a NetworkPolicy,
+and whether the Table gets a server at all (`serving_decision`).
 
 One Deployment per served Table, each replica holding the whole Table: any replica answers any
 key, the Service spreads lookups, and a replica that restarts rebuilds its store from the topic
@@ -11,19 +12,31 @@ Security Standard, with no ServiceAccount token (the topic and formats come as a
 read-only root filesystem and the store on an emptyDir. They are Ready once caught up with the
 topic (`/readyz`), so a rollout or a restart never serves a Table that is still loading.
 Every object has the Table as controller owner: deleting the Table deletes them.
+
+A lookup is authorized by RBAC with the caller's own token (`tables.serving.authorizing`): the
+pod mounts only the cluster's CA (the ConfigMap kube-root-ca.crt) to reach the apiserver, and
+needs no RBAC of its own. Metrics have a port of their own, and the NetworkPolicy (on unless
+`serve.networkPolicy: false`) admits lookups from the Table's namespace and the operator, and
+scrapes from the monitoring namespaces (docs/security-model.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from rillet.api.v1alpha1 import fields, objects, tables
 from rillet.driverapi import runspecs
+from rillet.reconcile import statuses
 
 PORT: Final = 8080
+METRICS_PORT: Final = 9090
+KUBE_CA_CONFIGMAP: Final = "kube-root-ca.crt"  # published in every namespace by Kubernetes
+KUBE_CA_DIR: Final = "/etc/rillet/kube-ca"
+KUBE_CA_VOLUME: Final = "kube-ca"
 STORE_DIR: Final = "/var/lib/rillet"
 TABLE_LABEL: Final = "rillet.io/table"
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
@@ -47,6 +60,14 @@ class ServerEnvironment:
     # The schema registry, for servers of avro and protobuf Tables; credentials_dir set when it has
     # credentials, which the server's Secret (registry_secret) then holds.
     schema_registry: runspecs.SchemaRegistry | None = None
+    # Who else the NetworkPolicy admits: the operator's pods (lookups), and pods of the
+    # namespaces a namespaceSelector matchLabels picks (metrics); empty: no such rule.
+    operator_namespace: str = ""
+    operator_labels: tuple[tuple[str, str], ...] = ()
+    monitoring_namespace_labels: tuple[tuple[str, str], ...] = ()
+    # Where the apiserver's proxy (`rillet table get`) comes from: a CNI that enforces
+    # NetworkPolicy sees the apiserver as an address, outside every namespace.
+    apiserver_cidrs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,11 +150,46 @@ def _mounts_credentials(served: ServedTable, env: ServerEnvironment) -> bool:
     return decodes_with_registry(served) and registry is not None and bool(registry.credentials_dir)
 
 
+@dataclass(frozen=True)
+class ServingDecision:
+    """Whether a served Table gets its server: "serve", "withhold" (none, and any removed)
+    or "wait" (none made yet, any kept: the Table is not Ready yet, or Kafka is away)."""
+
+    action: str
+    reason: str = ""
+
+
+def ownership_refusal(verdict: statuses.Verdict | None) -> str | None:
+    """Why a Table does not own its topic, from the verdict reached without Kafka
+    (subjects.gate): stalled (another object's claim, a bad name, an invalid spec) or
+    unmanaged (the topic is someone else's to manage); None when that verdict allows it."""
+    if verdict is None or verdict.state not in ("stalled", "unmanaged"):
+        return None
+    return f"{verdict.reason}: {verdict.message}"
+
+
+def serving_decision(
+    *, refusal: str | None, conditions: Sequence[Mapping[str, Any]]
+) -> ServingDecision:
+    """A server only for a Table that owns its topic: `refusal` says why it does not, as far
+    as the objects tell (another object's claim, a bad name, unmanaged); a Stalled condition
+    says what Kafka told (a topic it may not take); and Ready, that the topic is its own."""
+    if refusal is not None:
+        return ServingDecision("withhold", refusal)
+    by_type = {str(c.get("type")): c for c in conditions}
+    stalled = by_type.get("Stalled") or {}
+    if stalled.get("status") == "True":
+        return ServingDecision("withhold", str(stalled.get("message") or stalled.get("reason")))
+    if (by_type.get("Ready") or {}).get("status") == "True":
+        return ServingDecision("serve")
+    return ServingDecision("wait", "the Table is not Ready yet (its topic is not its own yet)")
+
+
 def server_objects(served: ServedTable, env: ServerEnvironment) -> list[dict[str, Any]]:
-    """The server's objects in apply order (the NetworkPolicy only when asked for)."""
+    """The server's objects in apply order (the NetworkPolicy unless turned off)."""
     built = [_deployment(served, env), _service(served)]
     if served.serving.network_policy:
-        built.append(_network_policy(served))
+        built.append(_network_policy(served, env))
     return built
 
 
@@ -176,7 +232,11 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
             f"--topic={served.topic}",
             f"--key-format={served.key_format}",
             f"--value-format={served.value_format}",
+            f"--namespace={served.namespace}",
             f"--port={PORT}",
+            f"--metrics-port={METRICS_PORT}",
+            "--authorization=kubernetes",
+            f"--apiserver-ca-file={KUBE_CA_DIR}/ca.crt",
             f"--store-dir={STORE_DIR}/store",
             *(
                 [f"--registry-credentials-dir={REGISTRY_DIR}"]
@@ -189,7 +249,10 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
             *_registry_env(served, env),
             *_scratch_env(served),
         ],
-        "ports": [{"name": "http", "containerPort": PORT}],
+        "ports": [
+            {"name": "http", "containerPort": PORT},
+            {"name": "metrics", "containerPort": METRICS_PORT},
+        ],
         "readinessProbe": probe,
         # Generous: a store rebuild of a large Table takes a while, and is not a hang.
         "startupProbe": {
@@ -209,6 +272,7 @@ def _container(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
         },
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_DIR},
+            {"name": KUBE_CA_VOLUME, "mountPath": KUBE_CA_DIR, "readOnly": True},
             *(
                 [{"name": REGISTRY_VOLUME, "mountPath": REGISTRY_DIR, "readOnly": True}]
                 if _mounts_credentials(served, env)
@@ -259,6 +323,8 @@ def _deployment(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
                     "containers": [_container(served, env)],
                     "volumes": [
                         {"name": "store", "emptyDir": {"sizeLimit": str(served.serving.storage)}},
+                        # The apiserver's CA only: the pod has no token (automount is off).
+                        {"name": KUBE_CA_VOLUME, "configMap": {"name": KUBE_CA_CONFIGMAP}},
                         *_registry_volume(served, env),
                     ],
                 },
@@ -281,12 +347,31 @@ def _service(served: ServedTable) -> dict[str, Any]:
         "metadata": _metadata(served),
         "spec": {
             "selector": _selector(served),
-            "ports": [{"name": "http", "port": PORT, "targetPort": "http"}],
+            "ports": [
+                {"name": "http", "port": PORT, "targetPort": "http"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics"},
+            ],
         },
     }
 
 
-def _network_policy(served: ServedTable) -> dict[str, Any]:
+def _network_policy(served: ServedTable, env: ServerEnvironment) -> dict[str, Any]:
+    # Lookups: any pod of the namespace (an empty podSelector), and the operator's pods.
+    lookups: list[dict[str, Any]] = [{"podSelector": {}}]
+    if env.operator_namespace and env.operator_labels:
+        lookups.append(
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": env.operator_namespace}
+                },
+                "podSelector": {"matchLabels": dict(env.operator_labels)},
+            }
+        )
+    lookups += [{"ipBlock": {"cidr": cidr}} for cidr in env.apiserver_cidrs]
+    ingress: list[dict[str, Any]] = [{"from": lookups, "ports": [{"port": PORT}]}]
+    if env.monitoring_namespace_labels:
+        monitoring = {"namespaceSelector": {"matchLabels": dict(env.monitoring_namespace_labels)}}
+        ingress.append({"from": [monitoring], "ports": [{"port": METRICS_PORT}]})
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
@@ -294,7 +379,6 @@ def _network_policy(served: ServedTable) -> dict[str, Any]:
         "spec": {
             "podSelector": {"matchLabels": _selector(served)},
             "policyTypes": ["Ingress"],
-            # Any pod of the namespace (an empty podSelector), on the server's port only.
-            "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": PORT}]}],
+            "ingress": ingress,
         },
     }

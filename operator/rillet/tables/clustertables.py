@@ -10,8 +10,12 @@ is `<namespace>.<name>`), else the spec's. Only the fields needed are read, so a
 by a newer release of the CRD is still found.
 
 A Table with a server (`status.server`) is asked through the apiserver's proxy to its Service,
-so a lookup from outside the cluster needs nothing but the kubeconfig (and the right to get
-services/proxy in the namespace).
+so a lookup from outside the cluster needs nothing but the kubeconfig: the right to get
+services/proxy in the namespace, and to get the Table. The proxy deletes the caller's
+`Authorization` header once it has authenticated it, so the caller's bearer token (a static or
+OIDC token, an exec plugin's, a ServiceAccount's) also travels as `Rillet-Authorization`, which
+the server reviews with the apiserver (decision 021). A client certificate cannot be forwarded:
+such a caller gets the server's 401, and `rillet table get` says so.
 """
 
 from __future__ import annotations
@@ -111,6 +115,34 @@ def find_table(name: str, namespace: str | None) -> ClusterTable | None:
     return table
 
 
+PROXIED_AUTHORIZATION = "Rillet-Authorization"  # tables.serving.authorizing reads it
+NO_TOKEN_HINT = (
+    "the kubeconfig's credentials hold no bearer token (a client certificate cannot be "
+    "forwarded to the Table's server): use a token, e.g. of a ServiceAccount allowed to get the "
+    "Table (kubectl create token), or give -b to read the topic"
+)
+
+
+def bearer_authorization(configuration: client.Configuration) -> str | None:
+    """`Bearer <token>` of the caller's credentials, None when they are no token."""
+    # Refreshed when it expires (an exec plugin's, a projected ServiceAccount token).
+    value = configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+    return str(value) if value and str(value).lower().startswith("bearer ") else None
+
+
+def caller_authorization() -> str | None:
+    """The bearer authorization of the credentials kubectl would use, None without any."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except config.ConfigException:
+        try:
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except Exception:  # no kubeconfig, or one that does not load: send no token
+            return None
+    return bearer_authorization(configuration)
+
+
 def ask_server(route: ServerRoute, key: str) -> ServerAnswer:
     """GET /tables/<table>/<key> of the Table's server through the apiserver's service proxy.
 
@@ -121,11 +153,11 @@ def ask_server(route: ServerRoute, key: str) -> ServerAnswer:
         f"/api/v1/namespaces/{quote(route.namespace)}/services/{quote(route.service)}:http"
         f"/proxy/tables/{quote(route.table)}/{quote(key, safe='')}"
     )
+    headers = {"Accept": "*/*"}
+    if (authorization := bearer_authorization(route.configuration)) is not None:
+        headers[PROXIED_AUTHORIZATION] = authorization  # the proxy drops Authorization
     request = api.param_serialize(
-        method="GET",
-        resource_path=path,
-        header_params={"Accept": "*/*"},
-        auth_settings=["BearerToken"],
+        method="GET", resource_path=path, header_params=headers, auth_settings=["BearerToken"]
     )
     try:
         response = api.call_api(*request, _request_timeout=REQUEST_TIMEOUT_SECONDS)

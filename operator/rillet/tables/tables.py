@@ -61,6 +61,17 @@ def _json(data: bytes | str) -> Any:
         return None
 
 
+def match_all_problem(wanted: str, key_format: fields.Format) -> str | None:
+    """Why `wanted` is refused as a lookup key, or None: a JSON object without fields is a
+    partial key that every object key matches, the whole Table in one answer."""
+    if key_format == "json" and _json(wanted) == {}:
+        return (
+            f"the key {wanted} matches every key of the Table: give at least one field of the "
+            f"key, or list entries with ?prefix= and a limit"
+        )
+    return None
+
+
 def key_matches(stored: bytes, wanted: str, key_format: fields.Format) -> bool:
     """Whether a stored key is the one asked for (a JSON object may give only some fields)."""
     if key_format != "json":

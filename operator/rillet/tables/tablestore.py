@@ -24,6 +24,7 @@ import json
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -142,10 +143,15 @@ class TableStore:
             found.update((bytes(key), bytes(value)) for key, value in rows)
         return found
 
-    def lookup(self, wanted: str) -> list[tuple[bytes, bytes]]:
+    def lookup(
+        self, wanted: str, *, limit: int | None = None, deadline: float | None = None
+    ) -> list[tuple[bytes, bytes]]:
         """(key, value) of every key matching `wanted`, as `rillet table get` matches: exact
         for string and bytes keys; for json keys equal as JSON, or holding every field of a
-        partial object (a window's key matched by its group fields). Ordered by key."""
+        partial object (a window's key matched by its group fields). Ordered by key.
+
+        A partial key scans the store: `limit` stops it after that many matches, and past
+        `deadline` (time.monotonic()) it stops with ScanTimeoutError, SQLite's part too."""
         exact = self.get(wanted.encode())
         if exact is not None:
             return [(wanted.encode(), exact)]
@@ -156,12 +162,15 @@ class TableStore:
         except ValueError:
             return []
         query, params = _json_candidates(want)
-        rows = self.reader().execute(query, params)
-        return [
-            (bytes(key), bytes(value))
-            for key, value in rows
-            if key_matches(bytes(key), wanted, self.key_format)
-        ]
+        reader = self.reader()
+        found: list[tuple[bytes, bytes]] = []
+        with _deadline(reader, deadline):
+            for key, value in reader.execute(query, params):
+                if key_matches(bytes(key), wanted, self.key_format):
+                    found.append((bytes(key), bytes(value)))
+                    if limit is not None and len(found) >= limit:
+                        break
+        return found
 
     def prefixed(self, prefix: bytes, limit: int) -> list[tuple[bytes, bytes]]:
         """Up to `limit` (key, value) whose key starts with `prefix`, ordered by key."""
@@ -185,6 +194,32 @@ class TableStore:
     def close(self) -> None:
         for connection in (self._writer, *self._readers.values()):
             connection.close()
+
+
+class ScanTimeoutError(TimeoutError):
+    """A scan of the store ran past its deadline and was stopped."""
+
+
+# SQLite calls the progress handler every this many virtual machine instructions (about a
+# microsecond each): a stopped scan overruns its deadline by well under a millisecond.
+_PROGRESS_STEPS = 10_000
+
+
+@contextlib.contextmanager
+def _deadline(connection: sqlite3.Connection, deadline: float | None) -> Iterator[None]:
+    """Interrupt the connection's statements once `deadline` passes (ScanTimeoutError)."""
+    if deadline is None:
+        yield
+        return
+    connection.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as error:
+        if time.monotonic() <= deadline:
+            raise
+        raise ScanTimeoutError("the scan ran past its deadline") from error
+    finally:
+        connection.set_progress_handler(None, 0)
 
 
 @contextlib.contextmanager

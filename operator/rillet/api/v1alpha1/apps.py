@@ -7,13 +7,13 @@ Tables. The operator runs the Spark driver, scales executors on Kafka lag betwee
 
 The parts of the spec are in `appflows` (inputs, pipeline), `appoutputs` (outputs, dead-letter
 topic) and `appresources` (scaling, resources, checkpoint, trigger); this module holds the App
-as a whole: its name rule, the Spark settings it may not set, its spec and its status.
+as a whole: its name rule, its spec and its status; the Spark settings it may not set are in
+`appsparkconf`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, ClassVar, Literal
 
@@ -23,46 +23,12 @@ from rillet.api.v1alpha1 import (
     appflows,
     appoutputs,
     appresources,
+    appsparkconf,
     conditions,
     fields,
     objects,
     rules,
 )
-
-# Spark settings Rillet derives from the App (or from where it runs): a user value would be
-# overwritten or would break the driver, so the apiserver refuses them.
-RESERVED_SPARK_CONF = frozenset(
-    {
-        "spark.app.name",
-        "spark.blockManager.port",
-        "spark.driver.bindAddress",
-        "spark.driver.cores",
-        "spark.driver.host",
-        "spark.driver.memory",
-        "spark.driver.port",
-        "spark.executor.cores",
-        "spark.executor.instances",
-        "spark.executor.memory",
-        "spark.executor.memoryOverhead",
-        "spark.jars",
-        "spark.kubernetes.container.image",
-        "spark.kubernetes.driver.container.image",
-        "spark.kubernetes.driver.limit.cores",
-        "spark.kubernetes.driver.pod.name",
-        "spark.kubernetes.driver.request.cores",
-        "spark.kubernetes.executor.container.image",
-        "spark.kubernetes.executor.limit.cores",
-        "spark.kubernetes.executor.podNamePrefix",
-        "spark.kubernetes.executor.podTemplateContainerName",
-        "spark.kubernetes.executor.podTemplateFile",
-        "spark.kubernetes.executor.request.cores",
-        "spark.kubernetes.namespace",
-        "spark.master",
-        "spark.sql.streaming.checkpointLocation",
-        "spark.submit.deployMode",
-    }
-)
-RESERVED_SPARK_CONF_PREFIXES = ("spark.dynamicAllocation.", "spark.kubernetes.authenticate.")
 
 # An App's name prefixes its pods and names its driver Service: a DNS-1035 label. 45 characters
 # at most: the driver StatefulSet is "<app>-driver", and Kubernetes labels its pods with
@@ -79,8 +45,8 @@ CapBy = Literal["InputPartitions", "StatePartitions"]
 
 
 def is_reserved_spark_conf(key: str) -> bool:
-    """Whether Rillet owns the Spark setting `key` (see RESERVED_SPARK_CONF)."""
-    return key in RESERVED_SPARK_CONF or key.startswith(RESERVED_SPARK_CONF_PREFIXES)
+    """Whether an App's sparkConf may not set `key` (see appsparkconf)."""
+    return appsparkconf.is_reserved(key)
 
 
 def app_name_fits(name: str | None) -> bool:
@@ -100,25 +66,23 @@ APP_NAME_FITS = rules.Rule(
 )
 
 
-def _reserved(conf: Mapping[str, str]) -> list[str]:
-    return [key for key in conf if is_reserved_spark_conf(key)]
+def _executor_account_fits(app: App) -> bool:
+    conf = app.spec.spark_conf or {}
+    account = conf.get(appsparkconf.EXECUTOR_ACCOUNT)
+    return account is None or account == f"{app.metadata.name}{DRIVER_SUFFIX}"
 
 
-_RESERVED_CEL = (
-    f"(k in {rules.cel_list(RESERVED_SPARK_CONF)} || "
-    f"{rules.cel_list(RESERVED_SPARK_CONF_PREFIXES)}.exists(p, k.startsWith(p)))"
-)
-_RESERVED_ADVICE = (
-    "which Rillet manages: use the fields of the App instead (image, scaling, driver, executor, "
-    "checkpoint)"
-)
-NO_RESERVED_SPARK_CONF = rules.every_key(
-    passes=f"!{_RESERVED_CEL}",
-    fails=_RESERVED_CEL,
-    failing=_reserved,
-    message=f"sparkConf sets a key {_RESERVED_ADVICE}",
-    lead="sparkConf sets ",
-    tail=f", {_RESERVED_ADVICE}",
+# The driver's ServiceAccount is "<app>-driver" (reconcile.naming.app_driver_name).
+DRIVER_SUFFIX = "-driver"
+EXECUTOR_ACCOUNT_IS_THE_DRIVERS = rules.Rule(
+    rule=f"!has(self.spec.sparkConf) || "
+    f"!('{appsparkconf.EXECUTOR_ACCOUNT}' in self.spec.sparkConf) || "
+    f"self.spec.sparkConf['{appsparkconf.EXECUTOR_ACCOUNT}'] == "
+    f"self.metadata.name + '{DRIVER_SUFFIX}'",
+    message=f"sparkConf {appsparkconf.EXECUTOR_ACCOUNT} may only name the ServiceAccount of "
+    f"the App, <app>{DRIVER_SUFFIX} (for workload identity): executors run as no other account",
+    field_path=".spec.sparkConf",
+    check=_executor_account_fits,
 )
 
 
@@ -202,14 +166,18 @@ class AppSpec(objects.WireModel):
         Annotated[
             dict[str, Annotated[str, Field(max_length=4096)]],
             Field(max_length=128),
-            NO_RESERVED_SPARK_CONF,
+            appsparkconf.RULES,
         ]
         | None
     ) = Field(
         default=None,
-        description="Extra Spark settings, e.g. spark.sql.shuffle.partitions. Settings Rillet "
-        "manages (spark.master, spark.executor.*, spark.kubernetes.namespace, ...) "
-        "are refused.",
+        description="Extra Spark settings, e.g. spark.sql.shuffle.partitions. Refused, each with "
+        "its reason: settings Rillet manages (spark.master, spark.executor.cores, ...), "
+        "spark.kubernetes.* (the operator builds the pods), settings that load code from "
+        "outside the image (spark.jars*, spark.plugins, listeners, extensions, catalogs, class "
+        "paths), security settings (spark.authenticate*, spark.ui.*, spark.ssl.*, "
+        "spark.sql.runSQLOnFiles, ...) and secret-looking keys (use a Secret). "
+        "extraJavaOptions may hold -XX flags and -Xss only.",
     )
     dead_letter_topic: appoutputs.DeadLetter | None = Field(
         default=None,
@@ -359,7 +327,7 @@ class App(objects.Resource):
         ),
     )
 
-    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (APP_NAME_FITS,)
+    cel_rules: ClassVar[tuple[rules.Rule, ...]] = (APP_NAME_FITS, EXECUTOR_ACCOUNT_IS_THE_DRIVERS)
 
     kind: Literal["App"] = Field(default="App", description="The kind: App.")
     spec: AppSpec = Field(description="The desired App.")

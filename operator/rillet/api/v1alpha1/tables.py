@@ -152,9 +152,11 @@ class TableServing(objects.WireModel):
         "about 100 bytes per key beyond the keys and values themselves.",
     )
     network_policy: bool = Field(
-        default=False,
-        description="Add a NetworkPolicy that admits lookups only from pods of the Table's "
-        "namespace (enforced by CNI plugins that implement NetworkPolicy).",
+        default=True,
+        description="A NetworkPolicy that admits lookups only from pods of the Table's "
+        "namespace and the operator, and metrics scrapes only from the monitoring namespaces "
+        "the operator names (enforced by CNI plugins that implement NetworkPolicy); false "
+        "leaves the server's ports open to the network, lookups still authorized by RBAC.",
     )
 
 

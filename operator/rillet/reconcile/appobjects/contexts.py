@@ -39,6 +39,8 @@ class AppEnvironment:
     # The schema registry as drivers reach it, for the run specs of Apps that use Avro; with a
     # credentials_dir when the operator has credentials (registrycredentials mounts them there).
     schema_registry: runspecs.SchemaRegistry | None = None
+    # The operator's cap on any App's executors (quotas a platform team sets); None: none.
+    max_executors_per_app: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,7 +84,7 @@ class AppContext:
         known = self.parallelism or declared
         if known.input_partitions is None:  # Kafka not read yet: what the Topics declare
             known = dataclasses.replace(known, input_partitions=declared.input_partitions)
-        policy = scaling.policy_for(self.spec.scaling)
+        policy = scaling.policy_for(self.spec.scaling, quota=self.env.max_executors_per_app)
         return scaling.starting_executors(
             policy, parallelisms.parallelism_cap(known, policy.executor_cores)
         )

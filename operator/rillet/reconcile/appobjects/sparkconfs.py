@@ -1,9 +1,9 @@
 """The Spark conf of an App's driver: Kubernetes client mode, fixed ports, executor shape.
 
 Built by small option functions, each adding the settings of one concern, as the Spark operator
-builds spark-submit arguments. The settings Rillet owns (apps.RESERVED_SPARK_CONF) come last and
-win; before them `sparkdefaults.build_spark_conf` (RocksDB state, the App's sparkConf) and
-before that defaults the App's sparkConf may change.
+builds spark-submit arguments. The settings Rillet owns (which api.v1alpha1.appsparkconf refuses
+in an App's sparkConf) come last and win; before them `sparkdefaults.build_spark_conf` (RocksDB
+state, the App's sparkConf) and before that defaults the App's sparkConf may change.
 
 The driver pod's name and IP (spark.kubernetes.driver.pod.name, spark.driver.host) are known
 only inside the pod: the runtime adds them from POD_NAME and POD_IP.
@@ -145,10 +145,15 @@ def _executor_count(context: contexts.AppContext) -> SparkConf:
 
 
 def _allocation_defaults(context: contexts.AppContext) -> SparkConf:
-    # Defaults the App's sparkConf may change.
+    # A default the App's sparkConf may change.
+    return {"spark.kubernetes.allocation.batch.size": "10"}
+
+
+def _executor_lifecycle(context: contexts.AppContext) -> SparkConf:
+    # The pull policy is the platform's (with IfNotPresent or Never a pod may run an image
+    # another tenant pulled onto the node); executors that end are deleted, not left behind.
     return {
         "spark.kubernetes.container.image.pullPolicy": context.env.image_pull_policy,
-        "spark.kubernetes.allocation.batch.size": "10",
         "spark.kubernetes.executor.deleteOnTermination": "true",
     }
 
@@ -158,6 +163,7 @@ OWNED_OPTIONS: Final[tuple[SparkOption, ...]] = (
     _client_mode,
     _image,
     _executor_pods,
+    _executor_lifecycle,
     _authentication,
     _driver_network,
     _driver_memory,

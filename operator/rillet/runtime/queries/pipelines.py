@@ -1,7 +1,9 @@
 """Running an App's pipeline over its input views: inline Spark SQL or a Python function.
 
 SQL: the statements run in order; the earlier ones typically create temporary views, the last is
-the result. An output's `from` names a view (an input or one the statements made).
+the result. An output's `from` names a view (an input or one the statements made). Each statement
+is a query or `CREATE [OR REPLACE] TEMPORARY VIEW <name> AS <query>`, nothing else (see
+check_statement).
 
 Python: `module:function` is imported and called as `function(spark, inputs)`, with the
 SparkSession and a dict of the input DataFrames by input name (the same DataFrames the views
@@ -14,8 +16,10 @@ from __future__ import annotations
 import dataclasses
 import importlib
 from collections.abc import Mapping
+from typing import Any
 
-from pyspark.errors import AnalysisException
+from py4j.protocol import Py4JJavaError
+from pyspark.errors import AnalysisException, ParseException
 from pyspark.sql import DataFrame, SparkSession
 
 from rillet.driverapi import runspecs
@@ -75,11 +79,45 @@ def run_pipeline(
     return run_python(spark, pipeline.python, inputs)
 
 
+def check_statement(spark: SparkSession, statement: str) -> None:
+    """Refuse a statement that is not a query nor a temporary view of one (PipelineError).
+
+    An App's SQL computes; it does not change the session or reach outside it. A command would:
+    SET turns settings back (spark.sql.runSQLOnFiles, which keeps SQL from reading files such
+    as the driver's ServiceAccount token by path), CREATE TEMPORARY VIEW ... USING text
+    OPTIONS (path ...) reads any file, ADD JAR loads code, INSERT or CREATE TABLE write. Spark's
+    own parser decides what the statement is, so no spelling gets past a keyword list."""
+    parser: Any = spark._jsparkSession.sessionState().sqlParser()  # only reachable through py4j
+    try:
+        plan = parser.parsePlan(statement)
+    except (ParseException, Py4JJavaError):
+        return  # a syntax error: spark.sql reports it, as Spark words it
+    kind = plan.getClass().getSimpleName()
+    if kind == "CreateViewCommand":
+        if plan.viewType().toString() == "LocalTempView":
+            return
+    else:
+        try:
+            parser.parseQuery(statement)
+            return
+        except (ParseException, Py4JJavaError):  # not a query (pyspark converts Spark's error)
+            pass
+    # The first word and Spark's name for the statement, not its text (SET may carry a value).
+    first = statement.split()[0].upper()
+    raise PipelineError(
+        f"pipeline.sql may hold only queries and CREATE [OR REPLACE] TEMPORARY VIEW <name> AS "
+        f"<query>; a {first} statement ({kind}) is refused: settings, files, jars and tables "
+        f"are not the pipeline's to change"
+    )
+
+
 def run_sql(spark: SparkSession, sql: str) -> Results:
     """Run each statement; the last one's DataFrame is the default result when it is a query."""
     parts = statements.split_statements(sql)
     if not parts:
         raise PipelineError("pipeline.sql holds no statement")
+    for statement in parts:
+        check_statement(spark, statement)
     frames = [spark.sql(statement) for statement in parts]
     last = frames[-1]
     # A last statement that made a view (a command) returns an empty, non-streaming frame.

@@ -7,9 +7,14 @@
   order (at most `limit`, default 100, never more than 10,000), as that JSON list.
 - `GET /readyz`: 200 once the store holds everything the topic held at start, else 503; a
   lookup before then is 503 too, so no client reads a value older than the server's start.
-- `GET /healthz`: 200 while the process runs. `GET /metrics`: Prometheus text.
+- `GET /healthz`: 200 while the process runs.
+- `GET /metrics`, on a port of its own (`metrics_application`): Prometheus text, so that a
+  scrape needs no lookup authorization and a NetworkPolicy can admit each port from its own.
 
 Keys are taken as text (percent-decoded) and compared as `rillet table get` compares them.
+Lookups are authorized (`authorizing`): 401 without a valid token, 403 when its identity may not
+get the Table. A key that matches every key (`{}`) is refused (400); a partial key is a scan,
+run on a thread with a deadline, and one matching more than MAX_MATCHES keys is refused (400).
 """
 
 from __future__ import annotations
@@ -32,10 +37,13 @@ from prometheus_client import (
 from rillet.api.v1alpha1 import fields
 from rillet.tables import tables
 from rillet.tables.registryvalues import RegistryValues, UndecodableValueError
+from rillet.tables.serving import authorizing
 from rillet.tables.serving.following import TableFollower
-from rillet.tables.tablestore import TableStore
+from rillet.tables.tablestore import ScanTimeoutError, TableStore
 
 MAX_LIMIT = 10_000
+MAX_MATCHES = 1_000
+SCAN_SECONDS = 2.0
 _CONTENT_TYPES = {
     "json": "application/json",
     "string": "text/plain",
@@ -53,7 +61,8 @@ class ServerMetrics:
         labels = {"table": table}
         self.lookups = Counter(
             "rillet_table_server_lookups",
-            "Lookups answered, by result (found, partial, missing, not_ready).",
+            "Lookups answered, by result (found, partial, missing, not_ready, refused, "
+            "unauthenticated, forbidden).",
             ["table", "result"],
             registry=self.registry,
         )
@@ -98,8 +107,10 @@ class _Routes:
         follower: TableFollower,
         value_format: fields.Format,
         decoder: RegistryValues | None,
+        authorizer: authorizing.Authorizer,
     ) -> None:
         self.table, self.store, self.follower = table, store, follower
+        self.authorizer = authorizer
         self.value_format = value_format
         self.value_type = _CONTENT_TYPES[value_format]
         self.metrics = ServerMetrics(table, follower)
@@ -138,15 +149,55 @@ class _Routes:
         behind = f" ({lag} records behind)" if lag else ""
         return _error(503, f"Table {self.table} is still being read from its topic{behind}")
 
+    async def _refusal(self, request: web.Request, started: float) -> web.Response | None:
+        """401 or 403 unless the caller's token may get the Table (503: cannot ask)."""
+        try:
+            decision = await self.authorizer.decide(authorizing.bearer_token(request.headers))
+        except authorizing.ReviewUnavailableError as error:
+            return _error(503, f"cannot check the caller's access to Table {self.table}: {error}")
+        if decision.allowed:
+            return None
+        self._answered("unauthenticated" if decision.status == 401 else "forbidden", started)
+        headers = {"WWW-Authenticate": "Bearer"} if decision.status == 401 else None
+        return _error(decision.status, decision.reason, headers=headers)
+
+    async def _matches(self, key: str) -> list[tuple[bytes, bytes]] | web.Response:
+        """The entries matching a key; an exact key is an index read, on the event loop, and a
+        partial one a scan, on a thread with a deadline (a 400 when it matches too much)."""
+        if (problem := tables.match_all_problem(key, self.store.key_format)) is not None:
+            return _error(400, problem)
+        exact = self.store.get(key.encode())
+        if exact is not None:
+            return [(key.encode(), exact)]
+        deadline = time.monotonic() + SCAN_SECONDS
+        try:
+            found = await asyncio.to_thread(
+                self.store.lookup, key, limit=MAX_MATCHES + 1, deadline=deadline
+            )
+        except ScanTimeoutError:
+            return _error(
+                400, f"matching key {key} took over {SCAN_SECONDS:g} s: give more of its fields"
+            )
+        if len(found) > MAX_MATCHES:
+            return _error(
+                400, f"key {key} matches over {MAX_MATCHES} keys: give more of its fields"
+            )
+        return found
+
     async def get_key(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
         if (wrong := self._unknown_table(request.match_info["table"])) is not None:
             return wrong
+        if (refused := await self._refusal(request, started)) is not None:
+            return refused
         if not self.follower.caught_up.is_set():
             self._answered("not_ready", started)
             return self._not_ready()
         key = request.match_info["key"]
-        found = self.store.lookup(key)
+        found = await self._matches(key)
+        if isinstance(found, web.Response):
+            self._answered("refused", started)
+            return found
         if not found:
             self._answered("missing", started)
             return _error(404, f"Table {self.table} has no key {key}")
@@ -164,13 +215,17 @@ class _Routes:
     async def get_prefixed(self, request: web.Request) -> web.Response:
         if (wrong := self._unknown_table(request.match_info["table"])) is not None:
             return wrong
+        if (refused := await self._refusal(request, time.perf_counter())) is not None:
+            return refused
         if not self.follower.caught_up.is_set():
             return self._not_ready()
         try:
             limit = min(int(request.query.get("limit", "100")), MAX_LIMIT)
         except ValueError:
             return _error(400, "limit must be a whole number")
-        found = self.store.prefixed(request.query.get("prefix", "").encode(), max(limit, 0))
+        prefix = request.query.get("prefix", "").encode()
+        # A range read of the key index, bounded by limit; on a thread all the same.
+        found = await asyncio.to_thread(self.store.prefixed, prefix, max(limit, 0))
         return await self._entries(found, partial=False)
 
     async def ready(self, _: web.Request) -> web.Response:
@@ -195,11 +250,18 @@ def application(
     store: TableStore,
     follower: TableFollower,
     value_format: fields.Format,
+    authorizer: authorizing.Authorizer,
     decoder: RegistryValues | None = None,
-) -> web.Application:
-    """The server's aiohttp application for one Table."""
+) -> tuple[web.Application, web.Application]:
+    """The server's aiohttp applications for one Table: lookups and probes, and metrics (to
+    listen on a port of its own)."""
     routes = _Routes(
-        table=table, store=store, follower=follower, value_format=value_format, decoder=decoder
+        table=table,
+        store=store,
+        follower=follower,
+        value_format=value_format,
+        decoder=decoder,
+        authorizer=authorizer,
     )
     app = web.Application()
     app.add_routes(
@@ -208,10 +270,16 @@ def application(
             web.get("/tables/{table}", routes.get_prefixed),
             web.get("/readyz", routes.ready),
             web.get("/healthz", routes.healthy),
-            web.get("/metrics", routes.metrics_text),
         ]
     )
-    return app
+
+    async def close_authorizer(_: web.Application) -> None:
+        await authorizer.close()
+
+    app.on_cleanup.append(close_authorizer)
+    metrics = web.Application()
+    metrics.add_routes([web.get("/metrics", routes.metrics_text)])
+    return app, metrics
 
 
 def _decoded(data: bytes, data_format: fields.Format) -> Any:
@@ -224,5 +292,5 @@ def _decoded(data: bytes, data_format: fields.Format) -> Any:
     return data.decode("utf-8" if data_format == "string" else "latin-1", errors="replace")
 
 
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
+def _error(status: int, message: str, *, headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
