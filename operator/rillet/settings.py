@@ -136,6 +136,17 @@ class OperatorSettings(BaseSettings):
         description="Name Kafka topics <namespace>.<name>, so that no namespace can name (and "
         "so claim) another's topic on a shared Kafka; false keeps the names as written.",
     )
+    release: str = Field(
+        default="rillet",
+        min_length=1,
+        description="This installation's name in the claims recorded in Kafka (the chart sets "
+        "<namespace>/<release>): releases sharing a Kafka must have different ones, and one must "
+        "keep its own, or it no longer owns its topics.",
+    )
+    claims_topic: str = Field(
+        default="__rillet_claims",
+        description="The compacted Kafka topic where every release records which topics it owns.",
+    )
     max_partitions_per_topic: int = Field(
         default=1000,
         ge=1,

@@ -3,7 +3,14 @@
 Test plan (each claim checked in Kafka with an independent AdminClient read):
 - create: partitions, config and replication factor in Kafka; status (topicName, the topicId
   Kafka reports, observedGeneration, Ready).
-- adopt: an existing topic is brought in line; overrides not in spec are removed.
+- adopt: an existing topic is taken only with the annotation rillet.io/adopt=true; with
+  configPolicy Replace it is brought in line (overrides not in spec removed).
+- an unmanaged pre-existing topic with retention.ms=-1: a Topic (deletionPolicy Delete) without
+  the opt-in is Stalled TopicExists with a Warning Event, changes nothing in Kafka, and deleting
+  it leaves the topic; a Topic with the opt-in adopts it, keeps retention.ms=-1 (Merge) and sets
+  what it declares.
+- a topic another Rillet release claims (a second operator, release name of its own, made it)
+  is not adopted even with the opt-in: Stalled TopicClaimed naming that release, Kafka unchanged.
 - grow partitions, change and remove config in one update.
 - values equal by type (0 vs 0.0, 1000 vs "1000") never cause a change at resync: two
   reconciles of that very object (an operator of its own, watching nothing else) change nothing.
@@ -55,6 +62,8 @@ from .polling import wait_for
 from .scraping import metric
 
 pytestmark = pytest.mark.usefixtures("operator")
+
+ADOPT = "rillet.io/adopt"
 
 Unique = Callable[[str], str]
 
@@ -119,11 +128,86 @@ def test_existing_topic_is_adopted_and_brought_in_line(
         ]
     )[name].result(timeout=30)
 
-    apply(kube, topic(name, namespace, partitions=4, config={"retention.ms": 86_400_000}))
+    manifest = topic(
+        name,
+        namespace,
+        partitions=4,
+        config={"retention.ms": 86_400_000},
+        configPolicy="Replace",
+    )
+    manifest["metadata"]["annotations"] = {ADOPT: "true"}
+    apply(kube, manifest)
     wait_condition(kube, "topic", name, namespace)
 
     assert kafka_partitions(kafka_admin, name) == 4
     assert kafka_overrides(kafka_admin, name) == {"retention.ms": "86400000"}
+
+
+def test_an_unmanaged_topic_is_left_alone_without_the_opt_in_and_merged_with_it(
+    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
+) -> None:
+    name = unique("forever")
+    kept = {"retention.ms": "-1", "segment.bytes": "1048576"}
+    kafka_admin.create_topics([NewTopic(name, 2, 1, config=kept)])[name].result(timeout=30)
+    original = kafka_topic_id(kafka_admin, name)
+    declared = {"retention.ms": 3_600_000, "max.message.bytes": 2_000_000}
+    apply(kube, topic(name, namespace, partitions=4, config=declared, deletionPolicy="Delete"))
+
+    stalled = wait_condition(
+        kube, "topic", name, namespace, condition_type="Stalled", reason="TopicExists"
+    )
+    assert ADOPT in condition(stalled, "Stalled")["message"]
+    wait_for(
+        lambda: "TopicExists" in {e["reason"] for e in events(kube, namespace, name)},
+        timeout=20,
+        what="a TopicExists Event",
+    )
+    assert kafka_overrides(kafka_admin, name) == kept
+    assert kafka_partitions(kafka_admin, name) == 2
+
+    kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
+    assert not exists(kube, "topic", name, namespace)
+    assert kafka_topic_id(kafka_admin, name) == original
+    assert kafka_overrides(kafka_admin, name) == kept
+
+    adopting = topic(name, namespace, partitions=4, config={"max.message.bytes": 2_000_000})
+    adopting["metadata"]["annotations"] = {ADOPT: "true"}
+    apply(kube, adopting)
+    wait_condition(kube, "topic", name, namespace, reason="TopicReady")
+    assert kafka_overrides(kafka_admin, name) == kept | {"max.message.bytes": "2000000"}
+    assert kafka_partitions(kafka_admin, name) == 4
+    assert kafka_topic_id(kafka_admin, name) == original
+
+
+def test_a_topic_another_release_claims_is_not_adopted(
+    kube: Kube,
+    namespace: str,
+    kafka_admin: AdminClient,
+    unique: Unique,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    release = f"{namespace}/other-release"
+    other = lone_operator(settings={"RILLET_RELEASE": release})
+    other.start()
+    name = unique("theirs")
+    apply(kube, topic(name, other.namespace_pattern, config={"retention.ms": 600_000}))
+    wait_condition(kube, "topic", name, other.namespace_pattern, reason="TopicReady", timeout=90)
+
+    taker = topic("taker", namespace, partitions=3, topicName=name, deletionPolicy="Delete")
+    taker["spec"]["config"] = {"retention.ms": 1000}
+    taker["metadata"]["annotations"] = {ADOPT: "true"}
+    apply(kube, taker)
+
+    stalled = wait_condition(
+        kube, "topic", "taker", namespace, condition_type="Stalled", reason="TopicClaimed"
+    )
+    message = condition(stalled, "Stalled")["message"]
+    assert release in message
+    assert f"Topic {other.namespace_pattern}/{name}" in message
+    assert kafka_overrides(kafka_admin, name) == {"retention.ms": "600000"}
+    assert kafka_partitions(kafka_admin, name) == 1
+    kube.kubectl("delete", "topic", "taker", "-n", namespace, "--timeout=60s")
+    assert kafka_partitions(kafka_admin, name) == 1
 
 
 def test_grow_partitions_change_and_remove_config_in_one_update(

@@ -155,3 +155,18 @@ def test_a_verdict_without_kafka_keeps_what_kafka_last_showed() -> None:
         _subject(status=seen), READY, SyncOutcome(observed=observed), now=NOW
     )
     assert (patch["topicId"], patch["partitions"]) == ("def", 6)
+
+
+def test_the_wish_carries_the_opt_in_the_policy_and_the_topic_the_status_records() -> None:
+    recorded = {"topicName": "shop.orders", "topicId": "id1"}
+    wish = subjects.wish_of(
+        _subject(annotations={"rillet.io/adopt": "true"}, status=recorded), release="ns/r"
+    )
+    assert wish.adopt
+    assert wish.known_topic_id == "id1"
+    assert wish.config_policy is None
+    assert (wish.claim.release, wish.claim.kind, wish.claim.uid) == ("ns/r", "Topic", "mine")
+    other_topic = {"topicName": "elsewhere", "topicId": "id1"}
+    wish = subjects.wish_of(_subject(status=other_topic), release="ns/r")
+    assert not wish.adopt
+    assert wish.known_topic_id is None

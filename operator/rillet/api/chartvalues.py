@@ -106,6 +106,17 @@ class Operator(ChartModel):
         "another's topic on a shared Kafka; `false` keeps the names as written "
         "(docs/upgrading.md).",
     )
+    release_id: str = Field(
+        default="",
+        description="This installation's name in the topic claims recorded in Kafka (docs/"
+        "upgrading.md); empty: `<release namespace>/<release name>`. Installations sharing a "
+        "Kafka, in one cluster or several, need different ones; keep it once set.",
+    )
+    claims_topic: str = Field(
+        default="__rillet_claims",
+        description="The compacted Kafka topic where every installation records the topics it "
+        "owns: the same for all installations sharing a Kafka.",
+    )
     max_partitions_per_topic: int = Field(
         default=1000,
         ge=1,

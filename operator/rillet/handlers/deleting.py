@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from rillet.handlers import indexes
 from rillet.kafka.admin import KafkaUnavailableError
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import subjects
@@ -53,6 +54,16 @@ async def delete_topic(
         )
         return
     try:
+        # Only a topic Rillet recorded as this object's own: never one it refused to adopt.
+        claim = subjects.claim_record(subject, release=indexes.SETTINGS.release)
+        refused = await syncer.deletion_refusal(claim, subject.kafka_name)
+        if refused is not None:
+            kopf.warn(
+                body,
+                reason="TopicNotDeleted",
+                message=f"Kafka topic {subject.kafka_name} is kept: {refused}",
+            )
+            return
         failure = await syncer.delete(subject.kafka_name, owner=subject.claim.uid)
     except KafkaUnavailableError as error:
         retry_while_unreachable(error, retry=retry)

@@ -25,6 +25,7 @@ from rillet.handlers import (
 from rillet.k8s.applying import AppKube
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.admin import TopicAdmin
+from rillet.kafka.claimstore import ClaimStore
 from rillet.kafka.lag import LagReader
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import appresolving
@@ -115,6 +116,11 @@ def topic_syncer(operator: OperatorSettings, kafka: KafkaSettings) -> TopicSynce
         max_batch=operator.batch_max_items,
         linger=operator.batch_linger_seconds,
         queue_size=operator.queue_size,
+        claims=ClaimStore(
+            kafka.client_config(),
+            topic=operator.claims_topic,
+            timeout=kafka.request_timeout_seconds,
+        ),
     )
 
 

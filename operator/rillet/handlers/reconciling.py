@@ -73,6 +73,7 @@ def desired_topic(
         replication_factor=replication_factor,
         config=config,
         source=(subject.claim.uid, int(subject.metadata.get("generation") or 0)),
+        wish=subjects.wish_of(subject, release=indexes.SETTINGS.release),
     )
 
 

@@ -22,6 +22,10 @@ One topic never fails its batch: each is checked and built on its own (`topicreq
 whatever goes wrong for one (Kafka's refusal, the client's, a failure to plan it) is that
 topic's problem in its outcome, while the others go ahead. Only an unreachable Kafka concerns
 the whole batch.
+
+Before a topic is created or changed, the claims recorded in Kafka say whether it is the
+object's to change (`topicownership`, `claimstore`): read once per batch, and a new claim recorded
+(and read back: another release may have recorded one a moment before) before the change.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_expo
 
 from rillet import metrics
 from rillet.kafka.admin import KafkaUnavailableError, TopicAdmin
+from rillet.kafka.claimstore import ClaimStore
 from rillet.kafka.topicrequests import KafkaFailure
-from rillet.reconcile import topics
+from rillet.reconcile import topicownership, topics
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,7 @@ class _Lagging:
 
     desired: DesiredTopic
     outcome: SyncOutcome
+    merge: bool = False
 
 
 @dataclass
@@ -64,11 +70,13 @@ class _Request:
     )
 
 
-def _lags(desired: DesiredTopic, found: ObservedTopic | KafkaFailure | None) -> bool:
+def _lags(
+    desired: DesiredTopic, found: ObservedTopic | KafkaFailure | None, *, merge: bool
+) -> bool:
     """Whether a describe still misses a change Kafka accepted (its metadata lags behind)."""
     if isinstance(found, KafkaFailure):
         return False
-    return found is None or _plan(desired, found).changes
+    return found is None or _plan(desired, found, merge=merge).changes
 
 
 def refusal(action: str, name: str, failure: KafkaFailure) -> Problem:
@@ -77,10 +85,10 @@ def refusal(action: str, name: str, failure: KafkaFailure) -> Problem:
     return Problem(failure.reason, f"{who} {action} topic {name}: {failure.message}")
 
 
-def _plan(desired: DesiredTopic, found: ObservedTopic | None) -> topics.TopicPlan:
+def _plan(desired: DesiredTopic, found: ObservedTopic | None, *, merge: bool) -> topics.TopicPlan:
     """`topics.plan`, with a failure of its own as this topic's problem, not the batch's."""
     try:
-        return topics.plan(desired, found)
+        return topics.plan(desired, found, merge=merge)
     except Exception as error:  # a bug for this one topic must not fail the others
         log.exception("planning topic %s failed", desired.name)
         return topics.TopicPlan(
@@ -92,7 +100,8 @@ class TopicSyncer:
     """Queues topic reconciles and runs them in batches; `close` closes its admins.
 
     `admin` serves the event lane and deletions, `resync_admin` the resync lane (None: `admin`
-    serves both, and an apply may wait for the resync's requests in flight).
+    serves both, and an apply may wait for the resync's requests in flight). `claims`: the
+    claims recorded in Kafka (None: no ownership check, for tests of the batching alone).
     """
 
     def __init__(
@@ -103,8 +112,10 @@ class TopicSyncer:
         max_batch: int = 500,
         linger: float = 0.05,
         queue_size: int,
+        claims: ClaimStore | None = None,
     ) -> None:
         self._admin = admin
+        self._claims = claims
         self._resync_admin = resync_admin or admin
         self._max_batch = max_batch
         self._linger = linger
@@ -145,6 +156,8 @@ class TopicSyncer:
         self._admin.close()
         if self._resync_admin is not self._admin:
             self._resync_admin.close()
+        if self._claims is not None:
+            self._claims.close()
 
     async def _serve(self, queue: asyncio.Queue[_Request], admin: TopicAdmin) -> None:
         while True:
@@ -212,13 +225,19 @@ class TopicSyncer:
         self, desired: dict[str, DesiredTopic], admin: TopicAdmin
     ) -> dict[str, SyncOutcome | _Lagging]:
         observed = await admin.describe(desired)
+        decisions = await self._own(desired, observed)
+        merges = {name: decision.merge for name, decision in decisions.items()}
         plans: dict[str, topics.TopicPlan] = {}
         problems: dict[str, list[Problem]] = {name: [] for name in desired}
         for name, found in observed.items():
             if isinstance(found, KafkaFailure):
                 problems[name].append(refusal("describe", name, found))
                 continue
-            plans[name] = _plan(desired[name], found)
+            decision = decisions.get(name)
+            if decision is not None and decision.refusal is not None:
+                problems[name].append(Problem(*decision.refusal))
+                continue
+            plans[name] = _plan(desired[name], found, merge=merges.get(name, False))
             problems[name] += plans[name].problems
 
         creates = [desired[n] for n, p in plans.items() if p.create]
@@ -245,13 +264,15 @@ class TopicSyncer:
             if refused:
                 applied = ()
             outcome = SyncOutcome(
-                observed=final if isinstance(final, ObservedTopic) else None,
+                # A topic not the object's to change: what it holds is not the object's to see.
+                observed=final if isinstance(final, ObservedTopic) and plan is not None else None,
                 applied=applied,
                 problems=tuple(problems[name] + refused),
             )
             accepted = name in changed and name not in failures
-            if accepted and _lags(desired[name], after.get(name)):
-                outcomes[name] = _Lagging(desired[name], outcome)
+            merge = merges.get(name, False)
+            if accepted and _lags(desired[name], after.get(name), merge=merge):
+                outcomes[name] = _Lagging(desired[name], outcome, merge)
             else:
                 outcomes[name] = outcome
         return outcomes
@@ -271,9 +292,15 @@ class TopicSyncer:
         seen: dict[str, ObservedTopic | KafkaFailure | None] = {}
 
         async def caught_up() -> bool:
-            stale = [name for name, lag in waiting.items() if _lags(lag.desired, seen.get(name))]
+            stale = [
+                name
+                for name, lag in waiting.items()
+                if _lags(lag.desired, seen.get(name), merge=lag.merge)
+            ]
             seen.update(await admin.describe(stale))
-            return not any(_lags(lag.desired, seen.get(name)) for name, lag in waiting.items())
+            return not any(
+                _lags(lag.desired, seen.get(name), merge=lag.merge) for name, lag in waiting.items()
+            )
 
         try:
             await AsyncRetrying(
@@ -290,10 +317,51 @@ class TopicSyncer:
                 outcome = lag.outcome
                 if isinstance(found, ObservedTopic):
                     outcome = dataclasses.replace(outcome, observed=found)
-                if _lags(lag.desired, found):
+                if _lags(lag.desired, found, merge=lag.merge):
                     outcome = dataclasses.replace(outcome, lagging=True)
                 if not request.outcome.done():
                     request.outcome.set_result(outcome)
+
+    async def _own(
+        self,
+        desired: dict[str, DesiredTopic],
+        observed: dict[str, ObservedTopic | KafkaFailure | None],
+    ) -> dict[str, topicownership.Decision]:
+        """Whether each topic is its object's to create or change, its claim recorded first."""
+        wished = {
+            name: topic.wish
+            for name, topic in desired.items()
+            if topic.wish is not None and not isinstance(observed.get(name), KafkaFailure)
+        }
+        if self._claims is None or not wished:
+            return {}
+        claims = self._claims
+        await claims.refresh()
+
+        def decide(name: str, wish: topicownership.Wish) -> topicownership.Decision:
+            found = observed.get(name)
+            topic_id = found.topic_id if isinstance(found, ObservedTopic) else None
+            return topicownership.decide(
+                wish, found=claims.get(name), topic_id=topic_id, kafka_name=name
+            )
+
+        decisions = {name: decide(name, wish) for name, wish in wished.items()}
+        new = {n: d.record for n, d in decisions.items() if d.refusal is None and d.record}
+        await claims.record(new)
+        for name in new:
+            if claims.get(name) != new[name]:  # another release recorded its claim meanwhile
+                decisions[name] = decide(name, wished[name])
+        return decisions
+
+    async def deletion_refusal(
+        self, claim: topicownership.ClaimRecord, kafka_name: str
+    ) -> str | None:
+        """Why deleting `claim`'s object must keep its topic: it is not the object's."""
+        if self._claims is None:
+            return None
+        await self._claims.refresh()
+        found = self._claims.get(kafka_name)
+        return topicownership.deletion_refusal(claim, found=found, kafka_name=kafka_name)
 
     def _deleted_for(self, topic: DesiredTopic) -> bool:
         return topic.source is not None and self._deleted.get(topic.name) == topic.source[0]
@@ -306,6 +374,9 @@ class TopicSyncer:
         """
         async with self._locks.setdefault(name, asyncio.Lock()):
             self._deleted[name] = owner
+            failure = None
             with contextlib.suppress(KeyError):
-                return (await self._admin.delete([name]))[name]
-            return None
+                failure = (await self._admin.delete([name]))[name]
+            if failure is None and self._claims is not None:
+                await self._claims.record({name: None})  # released: gone with its topic
+            return failure

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rillet.reconcile import claims, naming, notes, quotas, statuses
+from rillet.reconcile import claims, naming, notes, quotas, statuses, topicownership
 from rillet.reconcile.statuses import Verdict
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
@@ -92,6 +92,29 @@ def gate(subject: Subject) -> Verdict | None:
     if subject.waiting is not None:
         return Verdict("progressing", "WaitingForPartitions", subject.waiting)
     return None
+
+
+def claim_record(subject: Subject, *, release: str) -> topicownership.ClaimRecord:
+    """The subject's claim on its topic as `release` records it in Kafka."""
+    claim = subject.claim
+    return topicownership.ClaimRecord(
+        release=release, kind=claim.kind, namespace=claim.namespace, name=claim.name, uid=claim.uid
+    )
+
+
+def wish_of(subject: Subject, *, release: str) -> topicownership.Wish:
+    """What the subject asks about owning its topic: its opt-in, its policy, and the topic its
+    status records having managed (by id: a topic made again by someone else is another)."""
+    status = subject.previous_status
+    policy = (subject.body.get("spec") or {}).get("configPolicy")
+    return topicownership.Wish(
+        claim=claim_record(subject, release=release),
+        adopt=topicownership.wants_adoption(subject.metadata.get("annotations") or {}),
+        known_topic_id=status.get("topicId")
+        if status.get("topicName") == subject.kafka_name
+        else None,
+        config_policy=policy if policy in ("Merge", "Replace") else None,
+    )
 
 
 def deletion_refusal(subject: Subject) -> str | None:

@@ -58,15 +58,19 @@ class ConfigDiff:
         return bool(self.set or self.delete)
 
 
-def diff(desired: Mapping[str, str], overrides: Mapping[str, str]) -> ConfigDiff:
+def diff(
+    desired: Mapping[str, str], overrides: Mapping[str, str], *, merge: bool = False
+) -> ConfigDiff:
     """Turn Kafka's topic overrides into `desired` (canonical values on both sides).
 
     Only dynamic topic overrides are ever deleted: broker defaults are not the topic's to change.
+    With `merge` (configPolicy Merge, an adopted topic's default) none is: the overrides the
+    object does not declare are someone else's (its data may depend on a retention of theirs).
     """
     to_set = {
         key: value
         for key, value in sorted(desired.items())
         if key not in overrides or canonical(key, overrides[key]) != value
     }
-    to_delete = tuple(sorted(key for key in overrides if key not in desired))
+    to_delete = () if merge else tuple(sorted(key for key in overrides if key not in desired))
     return ConfigDiff(set=to_set, delete=to_delete)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rillet.reconcile import topicconfigs
+from rillet.reconcile import topicconfigs, topicownership
 from rillet.reconcile.topicconfigs import ConfigDiff
 
 
@@ -18,6 +18,8 @@ class DesiredTopic:
 
     `source` is the (uid, generation) of the object that declared it, so an older declaration
     (a resync that read the object before its latest change) never overrides a newer one.
+    `wish` is what the object asks about owning the topic (`topicownership`); the handlers always
+    set it, a declaration without one (unit tests of the batching) skips the ownership check.
     """
 
     name: str
@@ -25,6 +27,7 @@ class DesiredTopic:
     replication_factor: int | None
     config: dict[str, str] = field(default_factory=dict)
     source: tuple[str, int] | None = None
+    wish: topicownership.Wish | None = None
 
     def superseded_by(self, newer: tuple[str, int] | None) -> bool:
         """Whether a later declaration of the same object replaces this one."""
@@ -83,8 +86,11 @@ class SyncOutcome:
     lagging: bool = False
 
 
-def plan(desired: DesiredTopic, observed: ObservedTopic | None) -> TopicPlan:
-    """What to do about one topic. A problem never stops the other changes from being planned."""
+def plan(
+    desired: DesiredTopic, observed: ObservedTopic | None, *, merge: bool = False
+) -> TopicPlan:
+    """What to do about one topic. A problem never stops the other changes from being planned.
+    `merge`: keep the overrides the declaration does not name (`topicconfigs.diff`)."""
     if observed is None:
         return TopicPlan(create=True)
     problems: list[Problem] = []
@@ -117,7 +123,7 @@ def plan(desired: DesiredTopic, observed: ObservedTopic | None) -> TopicPlan:
         )
     return TopicPlan(
         grow_to=grow_to,
-        config=topicconfigs.diff(desired.config, observed.overrides),
+        config=topicconfigs.diff(desired.config, observed.overrides, merge=merge),
         problems=tuple(problems),
     )
 

@@ -160,6 +160,14 @@ DELETION_POLICY_DESCRIPTION = (
     "What happens to the Kafka topic when this object is deleted: Retain (the default) keeps the "
     "topic and its data; Delete deletes the topic."
 )
+ConfigPolicy = Literal["Merge", "Replace"]
+CONFIG_POLICY_DESCRIPTION = (
+    "What happens to topic configs Kafka holds that spec.config does not declare: Replace "
+    "removes them (drift correction: the topic holds exactly what is declared); Merge keeps them "
+    "(a declared config is still set). Unset: Replace for a topic Rillet created (or managed "
+    "before claims were recorded), Merge for an existing topic adopted with the annotation "
+    "rillet.io/adopt=true, so that adopting never drops the retention its data depends on."
+)
 
 # How the bytes of a Kafka record key or value are read and written. Avro and Protobuf are in
 # the Confluent wire format, with their schemas in the schema registry (recordschemas).

@@ -246,6 +246,10 @@ class TableSpec(objects.WireModel):
         default="Retain",
         description=fields.DELETION_POLICY_DESCRIPTION,
     )
+    config_policy: fields.ConfigPolicy | None = Field(
+        default=None,
+        description=fields.CONFIG_POLICY_DESCRIPTION,
+    )
     serve: TableServing | None = Field(
         default=None,
         description="Run a server for key lookups over HTTP (see docs/tables.md). Absent: the "

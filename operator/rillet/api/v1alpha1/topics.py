@@ -1,9 +1,11 @@
 """The Topic kind: a Kafka topic whose partitions and configs are declared in Kubernetes.
 
 The object is the source of truth: the operator creates the topic (or adopts an existing one of
-the same name), grows its partitions, keeps its configs in line with `spec.config`, and writes
-only `status`. Partitions only grow and the Kafka name never changes once set: the apiserver
-refuses such updates.
+the same name, when the object has the annotation rillet.io/adopt=true and no other Rillet
+release claims the topic), grows its partitions, keeps its configs in line with `spec.config`
+(all of them, or only the declared ones: `spec.configPolicy`), and writes only `status`.
+Partitions only grow and the Kafka name never changes once set: the apiserver refuses such
+updates.
 """
 
 from __future__ import annotations
@@ -91,6 +93,10 @@ class TopicSpec(objects.WireModel):
     deletion_policy: fields.DeletionPolicy = Field(
         default="Retain",
         description=fields.DELETION_POLICY_DESCRIPTION,
+    )
+    config_policy: fields.ConfigPolicy | None = Field(
+        default=None,
+        description=fields.CONFIG_POLICY_DESCRIPTION,
     )
 
 
