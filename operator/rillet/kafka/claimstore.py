@@ -6,7 +6,7 @@ on a Kafka: the key is a Kafka topic's name, the value the JSON claim
 the whole map in memory and reads only what was appended since its last read (`refresh`, once
 per batch of the syncer: a watermark request, and records only when some were written), so a
 batch of thousands of topics costs no more than one. A topic config can not carry a claim: Kafka
-refuses config names it does not know (decision 021).
+refuses config names it does not know (decision 022).
 
 All blocking client calls run on one thread of the store's own, one after the other: the two
 lanes of the syncer share the store, and its consumer is not to be used from two threads at once.

@@ -13,7 +13,7 @@ releases sharing one Kafka, and topics nobody made with Rillet, are never taken 
   undeclared overrides), Merge for an adopted one (they are kept). The claim of a re-created
   object of the same kind, namespace and name (a successor) passes to it.
 
-The records live in a compacted topic (`kafka.claimstore`, decision 021).
+The records live in a compacted topic (`kafka.claimstore`, decision 022).
 """
 
 from __future__ import annotations
