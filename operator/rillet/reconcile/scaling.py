@@ -1,7 +1,5 @@
 """Pure: how many executors an App should run, from its Kafka lag and its input partitions.
-
-A purely computational module: the caller observes (lag, partitions, the count it last asked
-for) and keeps the history of recommendations in memory; this module decides.
+The caller observes (lag, partitions, the count it last asked for) and keeps the history.
 
 The rule, per decision:
 - the lag recommends `ceil(lag / lagTarget)` executors;
@@ -25,9 +23,8 @@ partitions read and pre-aggregate, and sit idle while the state is updated (the 
 While the cap is unknown (Kafka not read yet, nothing known from before) at most
 UNKNOWN_CAP_EXECUTORS run: never one executor past the partitions, not even at start.
 
-After an operator restart the history is empty: the count last asked for is then treated as
-recommended now, so nothing scales down until a full window has passed (and a scale-up waits
-the scale-up window, as for any new recommendation).
+After an operator restart the history is empty: the count last asked for counts as recommended
+now, so nothing scales down before a full window (a scale-up waits the scale-up window).
 """
 
 from __future__ import annotations
@@ -81,9 +78,7 @@ class ScalingPolicy:
     lag_target: int
     scale_down_window_seconds: float
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS
-    # The operator-wide cap on an App's executors, when it is below maxExecutors (which it
-    # then replaces as max_executors).
-    quota: int | None = None
+    quota: int | None = None  # the operator's cap on an App's executors, when below the App's
 
 
 @dataclass(frozen=True)
@@ -99,8 +94,7 @@ class ScalingDecision:
     """The executor count to ask for, why, and the history to pass to the next decision.
 
     `cap` is the cap of the widest stage (0 while unknown: at most UNKNOWN_CAP_EXECUTORS run);
-    `cap_by` says which partitions set it (INPUT_PARTITIONS, STATE_PARTITIONS; None: unknown).
-    """
+    `cap_by` says which partitions set it (INPUT_PARTITIONS, STATE_PARTITIONS; None: unknown)."""
 
     desired: int
     cap: int
@@ -116,9 +110,8 @@ def policy_for(
     quota: int | None = None,
     scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
 ) -> ScalingPolicy:
-    """The policy of an App's spec.scaling; its stabilizationWindowSeconds is the scale-down
-    window. `quota`: the operator's cap on executors per App, which bounds maxExecutors (and
-    minExecutors) when lower."""
+    """The policy of an App's spec.scaling (stabilizationWindowSeconds: the scale-down window),
+    within the operator's `quota` of executors per App."""
     binding = quota if quota is not None and quota < scaling.max_executors else None
     return ScalingPolicy(
         min_executors=min(scaling.min_executors, binding or scaling.min_executors),
@@ -361,10 +354,8 @@ def _explain(
         if cap and cap < policy.max_executors:
             return CAPPED_BY_PARTITIONS, f"{by_partitions} at {policy.executor_cores} cores each"
         if policy.quota is not None:
-            return CAPPED_BY_QUOTA, (
-                f"{needs}; this operator allows {policy.quota} executors per App "
-                f"(apps.maxExecutorsPerApp)"
-            )
+            quota = f"{policy.quota} executors per App (apps.maxExecutorsPerApp)"
+            return CAPPED_BY_QUOTA, f"{needs}; this operator allows {quota}"
         return CAPPED_BY_MAX_EXECUTORS, f"{needs}; maxExecutors is {policy.max_executors}"
     if raw <= bounds.lower:
         if bounds.lower < policy.min_executors:
