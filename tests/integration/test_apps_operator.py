@@ -289,7 +289,14 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
         "on the host": driverpolicy.pod(name, volumes=hostpath),
         "privileged": driverpolicy.pod(
             name,
-            containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}],
+            initContainers=[{"name": "i", "image": "x", "securityContext": {"privileged": True}}],
+        ),
+        "as another account": driverpolicy.pod(name, serviceAccountName="someone-else"),
+        "with a projected token": driverpolicy.pod(
+            name,
+            volumes=[
+                {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+            ],
         ),
     }
     said = {what: attempt("create", manifest=manifest) for what, manifest in refusals.items()}
@@ -297,8 +304,14 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
     assert "mounts no ServiceAccount token" in said["with a token"], said
     assert "mounts no host path" in said["on the host"], said
     assert "runs no privileged container" in said["privileged"], said
+    assert "runs as its App's ServiceAccount" in said["as another account"], said
+    assert "no projected volume" in said["with a projected token"], said
     assert "only its own App" in attempt("delete", theirs)
     assert "only its own App" in attempt("label", theirs, "x=y")
+    # Relabelled into this App in the same change: judged by the pod before it too.
+    assert "change only its own App" in attempt(
+        "label", "--overwrite", theirs, f"rillet.io/app={name}"
+    )
 
 
 def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
