@@ -9,9 +9,9 @@ Test plan:
   is deleted;
 - a driver created in a namespace that does not enforce the restricted Pod Security level gets
   a Warning Event (PodSecurityNotRestricted); under that level, none, and its pod is admitted;
-- an object of an App's name that Rillet did not make (a Service `<app>-driver` of the user's)
-  is neither changed nor deleted: the App is Stalled (ObjectNotOwned) naming it, and the
-  Service is as it was, after the App is deleted too;
+- an object of an App's name that Rillet did not make (a Service or StatefulSet `<app>-driver`
+  of the user's) is neither changed, replaced nor deleted: the App is Stalled (ObjectNotOwned)
+  naming it, and the object is as it was, after the App is deleted too;
 - an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
   then proceeds to its driver once the Topic exists;
 - an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
@@ -289,7 +289,14 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
         "on the host": driverpolicy.pod(name, volumes=hostpath),
         "privileged": driverpolicy.pod(
             name,
-            containers=[{"name": "c", "image": "x", "securityContext": {"privileged": True}}],
+            initContainers=[{"name": "i", "image": "x", "securityContext": {"privileged": True}}],
+        ),
+        "as another account": driverpolicy.pod(name, serviceAccountName="someone-else"),
+        "with a projected token": driverpolicy.pod(
+            name,
+            volumes=[
+                {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+            ],
         ),
     }
     said = {what: attempt("create", manifest=manifest) for what, manifest in refusals.items()}
@@ -297,8 +304,14 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
     assert "mounts no ServiceAccount token" in said["with a token"], said
     assert "mounts no host path" in said["on the host"], said
     assert "runs no privileged container" in said["privileged"], said
+    assert "runs as its App's ServiceAccount" in said["as another account"], said
+    assert "no projected volume" in said["with a projected token"], said
     assert "only its own App" in attempt("delete", theirs)
     assert "only its own App" in attempt("label", theirs, "x=y")
+    # Relabelled into this App in the same change: judged by the pod before it too.
+    assert "change only its own App" in attempt(
+        "label", "--overwrite", theirs, f"rillet.io/app={name}"
+    )
 
 
 def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
@@ -382,19 +395,28 @@ def test_a_driver_starting_where_pods_are_not_restricted_is_warned_about(
     assert "PodSecurityNotRestricted" not in reasons(restricted)
 
 
+def _theirs(kind: str, name: str, namespace: str) -> dict[str, Any]:
+    """A Service or StatefulSet `name` that a user made (a StatefulSet of no replicas)."""
+    meta = {"name": name, "namespace": namespace, "labels": {"team": "a"}}
+    if kind == "Service":
+        spec: dict[str, Any] = {"selector": {"team": "a"}, "ports": [{"port": 8080}]}
+        return {"apiVersion": "v1", "kind": kind, "metadata": meta, "spec": spec}
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "rillet/spark-runtime:0.1.0"}]},
+    }
+    spec = {"replicas": 0, "selector": {"matchLabels": {"team": "a"}}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": meta, "spec": spec}
+
+
 @pytest.mark.usefixtures("operator")
+@pytest.mark.parametrize("kind", ["Service", "StatefulSet"])
 def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
-    kube: Kube, namespace: str, names: Names
+    kube: Kube, namespace: str, names: Names, kind: str
 ) -> None:
     name = names("app")
-    theirs = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": f"{name}-driver", "namespace": namespace, "labels": {"team": "a"}},
-        "spec": {"selector": {"team": "a"}, "ports": [{"port": 8080}]},
-    }
-    kube.kubectl("create", "-f", "-", input=json.dumps(theirs))
-    before = get(kube, "service", f"{name}-driver", namespace)
+    kube.kubectl("create", "-f", "-", input=json.dumps(_theirs(kind, f"{name}-driver", namespace)))
+    before = get(kube, kind.lower(), f"{name}-driver", namespace)
     words, counts = names("words"), names("counts")
     apply(
         kube,
@@ -406,8 +428,9 @@ def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
         kube, "app", name, namespace, condition_type="Stalled", reason="ObjectNotOwned"
     )
     message = condition(stalled, "Stalled")["message"]
-    assert f"Service {name}-driver exists and was not made by Rillet for App {name}" in message
-    assert absent(kube, "statefulset", f"{name}-driver", namespace)  # nothing after it
+    assert f"{kind} {name}-driver exists and was not made by Rillet for App {name}" in message
+    if kind == "Service":
+        assert absent(kube, "statefulset", f"{name}-driver", namespace)  # nothing after it
 
     kube.kubectl("delete", "app", name, "-n", namespace, "--wait=true", "--timeout=60s")
     wait_for(
@@ -415,7 +438,9 @@ def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
         timeout=60,
         what="the App's own objects garbage-collected",
     )
-    after = get(kube, "service", f"{name}-driver", namespace)
+    # Neither changed nor (a StatefulSet whose selector differs from the App's) replaced.
+    after = get(kube, kind.lower(), f"{name}-driver", namespace)
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert "ownerReferences" not in after["metadata"]
 

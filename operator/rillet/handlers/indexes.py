@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 import kopf
 
 from rillet.api.v1alpha1 import fields, objects
-from rillet.reconcile import appnotes, claims, naming, quotas
+from rillet.reconcile import appnotes, claims, naming
 from rillet.settings import OperatorSettings
 
 Body = TypeVar("Body", bound=Mapping[str, Any])
@@ -208,14 +208,12 @@ class Views:
         found = [*self.topic_claims.get(kafka_name, []), *self.table_claims.get(kafka_name, [])]
         return claims.rivals_of(subject, found)
 
-    def older_in_namespace(self, subject: claims.Claim) -> int:
-        """How many other Topics and Tables of the subject's namespace were made before it."""
-        namespace = subject.namespace
-        found = [
+    def in_namespace(self, namespace: str) -> list[claims.Claim]:
+        """The claims of every Topic and Table of `namespace` (deleted ones kopf missed too)."""
+        return [
             *self.topic_namespaces.get(namespace, []),
             *self.table_namespaces.get(namespace, []),
         ]
-        return quotas.older_in_namespace(subject, found)
 
 
 def newest(bodies: Iterable[Body]) -> Body | None:

@@ -50,11 +50,15 @@ def within_quotas(subject: subjects.Subject, views: indexes.Views) -> subjects.S
         partitions_per_topic=settings.max_partitions_per_topic,
         topics_per_namespace=settings.max_topics_per_namespace,
     )
+    found = views.in_namespace(subject.claim.namespace)
+    # Ranked only when the namespace holds more objects than the cap: with fewer, none is over
+    # it, and ranking every object against all the others on each resync is quadratic.
+    over = len(found) > limits.topics_per_namespace
     problem = quotas.problem(
         limits,
         namespace=subject.claim.namespace,
         partitions=subject.desired.partitions if subject.desired is not None else None,
-        older=views.older_in_namespace(subject.claim),
+        older=quotas.older_in_namespace(subject.claim, found) if over else 0,
     )
     return dataclasses.replace(subject, over_quota=problem)
 

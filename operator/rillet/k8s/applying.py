@@ -194,6 +194,11 @@ class AppKube:
 
     def _apply(self, objects: appobjects.AppObjects) -> Applied:
         observed = self._get(path_of(objects.stateful_set))
+        # Before anything is applied: a StatefulSet of the name that is someone else's is never
+        # replaced (deleted), nor the App's other objects applied beside it.
+        problem = ownership.foreign_problem(observed, objects.stateful_set)
+        if problem is not None:
+            raise ForeignObjectError(problem)
         reasons = (
             tuple(drivers.replacement_reasons(observed, objects.stateful_set)) if observed else ()
         )

@@ -63,7 +63,7 @@ class ClaimStore:
         await self._run(self._catch_up)
 
     async def record(self, claims: Mapping[str, ClaimRecord | None]) -> None:
-        """Record claims (None: release the topic) and read them back."""
+        """Record claims (None: release the topic), applied to the view at once (not read back)."""
         if claims:
             await self._run(self._write, dict(claims))
 

@@ -153,7 +153,7 @@ def _mounts_credentials(served: ServedTable, env: ServerEnvironment) -> bool:
 @dataclass(frozen=True)
 class ServingDecision:
     """Whether a served Table gets its server: "serve", "withhold" (none, and any removed)
-    or "wait" (none made yet, any kept: the Table is not Ready yet, or Kafka is away)."""
+    or "wait" (none made yet, any kept: the Table is not Ready yet)."""
 
     action: str
     reason: str = ""
