@@ -46,6 +46,9 @@ class OperatorProcess:
             # The tests name each Kafka topic themselves (under their session's prefix) and
             # read it by that name; a test of the prefix sets it back.
             "RILLET_PREFIX_NAMESPACE": "false",
+            # The tests see what Kafka itself refuses (2**31 - 1 partitions); the quota's own
+            # test sets a cap.
+            "RILLET_MAX_PARTITIONS_PER_TOPIC": str(2**31 - 1),
             **self.settings,
         }
         with self.log.open("ab") as out:

@@ -196,11 +196,12 @@ class PrincipalAdmin:
             _wait(future, self._timeout, doing)
         # Every mechanism: a credential of another one (set by hand, or by an operator of
         # another SASL mechanism) would otherwise still log in as the App.
-        removals: list[UserScramCredentialAlteration] = [
-            UserScramCredentialDeletion(user, m) for m in self._mechanisms(user)
-        ]
-        if removals:
-            futures = self._client.alter_user_scram_credentials(removals)
+        # One request per mechanism: Kafka refuses a request that alters one user twice.
+        for mechanism in self._mechanisms(user):
+            removal: list[UserScramCredentialAlteration] = [
+                UserScramCredentialDeletion(user, mechanism)
+            ]
+            futures = self._client.alter_user_scram_credentials(removal)
             _wait(futures[user], self._timeout, f"delete SCRAM user {user}")
 
     async def remove(self, user: str) -> None:
