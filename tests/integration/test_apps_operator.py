@@ -276,6 +276,7 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
         return "allowed" if result.returncode == 0 else result.stderr
 
     hostpath: list[dict[str, Any]] = [{"name": "root", "hostPath": {"path": "/"}}]
+    kube.kubectl("create", "serviceaccount", "someone-else", "-n", namespace)
     assert can_i(as_driver.kubeconfig, "create", "pods", "-n", namespace)  # RBAC: any pod
     wait_for(
         lambda: "only its own App" in attempt("create", manifest=driverpolicy.pod("other")),
