@@ -294,3 +294,17 @@ def core_api(layout: ControlPlaneLayout) -> Any:
     from kubernetes import client
 
     return client.CoreV1Api(api_client(layout))
+
+
+# Set by the node lifecycle controller while a node is (or was last seen) not Ready; it takes
+# them off a node that is Ready again only on its next pass (5 s), and until then no pod without
+# a toleration is scheduled there.
+_NOT_READY_TAINTS = frozenset({"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+
+
+def node_schedulable(layout: ControlPlaneLayout, name: str) -> bool:
+    """Node `name` is Ready and no longer tainted as not ready: pods can be scheduled to it."""
+    found = core_api(layout).read_node(name)
+    ready = any(c.type == "Ready" and c.status == "True" for c in found.status.conditions or [])
+    taints = {taint.key for taint in found.spec.taints or []}
+    return ready and not taints & _NOT_READY_TAINTS

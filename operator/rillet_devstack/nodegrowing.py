@@ -118,11 +118,10 @@ def _wait_ready(state: stack.StackState, index: int, *, report: reporting.Report
     assert recorded is not None
     assert recorded.anchor is not None
     extranoderunning.mark_images_ready(_layout(state, index))
-    core = controlplane.core_api(ControlPlaneLayout(state.kubeconfig.parent))
+    layout = ControlPlaneLayout(state.kubeconfig.parent)
 
     def ready() -> bool:
-        found = core.read_node(extra.spec.name)
-        return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions)
+        return controlplane.node_schedulable(layout, extra.spec.name)
 
     with report(f"{extra.spec.name} Ready"):
         processes.wait_ready(

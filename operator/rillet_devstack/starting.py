@@ -236,7 +236,10 @@ def _start_node(
         )
         stack.record_started(state, kubelet)
         processes.wait_ready(
-            kubelet, lambda: _node_ready(layout), timeout=90, what=f"{node.NODE_NAME} Ready"
+            kubelet,
+            lambda: controlplane.node_schedulable(layout, node.NODE_NAME),
+            timeout=90,
+            what=f"{node.NODE_NAME} Ready",
         )
     with report("kube-proxy, CoreDNS"):
         stack.record_started(
@@ -308,11 +311,6 @@ def _images(node_layout: node.NodeLayout, *, report: reporting.Reporter) -> dict
         [versions.PAUSE_IMAGE, versions.BASE_IMAGE, *built.values()], socket=socket
     )
     return built
-
-
-def _node_ready(layout: ControlPlaneLayout) -> bool:
-    found = controlplane.core_api(layout).read_node(node.NODE_NAME)
-    return any(c.type == "Ready" and c.status == "True" for c in found.status.conditions or [])
 
 
 def _apply(layout: ControlPlaneLayout, objects: list[dict[str, Any]]) -> None:

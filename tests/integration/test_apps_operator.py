@@ -441,9 +441,16 @@ def test_an_object_of_the_apps_name_that_rillet_did_not_make_is_left_alone(
     )
     # Neither changed nor (a StatefulSet whose selector differs from the App's) replaced.
     after = get(kube, kind.lower(), f"{name}-driver", namespace)
+    # (Its resourceVersion moves: the StatefulSet controller writes its status.)
     assert after["metadata"]["uid"] == before["metadata"]["uid"]
-    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["metadata"].get("generation") == before["metadata"].get("generation")
+    assert (after["metadata"]["labels"], after["spec"]) == (
+        before["metadata"]["labels"],
+        before["spec"],
+    )
     assert "ownerReferences" not in after["metadata"]
+    managers = {entry["manager"] for entry in after["metadata"]["managedFields"]}
+    assert "rillet-operator" not in managers, managers
 
 
 @pytest.mark.usefixtures("operator")

@@ -3,13 +3,16 @@
 Test plan (three brokers of the test's own; Topic and Table with replication factor 3 and
 min.insync.replicas 2; the operator manages both; a word count runs in this process, from the
 Topic into the Table, while a producer with acks=all writes words at a steady pace):
-- broker 2 is SIGKILLed a third of the way in: the producer's writes keep succeeding (two
-  replicas in sync are enough), the App keeps finishing batches, and the Topic and Table stay
-  Ready through several resyncs (Ready means the topic is there as declared; under-replication
-  is the brokers' health, which Kafka's own metrics report: see docs/health.md);
-- the Table equals the ground truth of every acknowledged word, with broker 2 still down;
-- broker 2 is started again: every partition of both topics is back to three in-sync replicas,
-  and the Table is still exact: nothing lost, nothing counted twice.
+- the operator's claims topic (which object owns which Kafka topic) has three in-sync replicas
+  too, as the operator created it;
+- the broker leading the claims topic's partition is SIGKILLed a third of the way in: the
+  producer's writes keep succeeding (two replicas in sync are enough), the App keeps finishing
+  batches, and the Topic and Table stay Ready through several resyncs, the claims leaderless
+  for a while among them (Ready means the topic is there as declared; under-replication is the
+  brokers' health, which Kafka's own metrics report: see docs/health.md);
+- the Table equals the ground truth of every acknowledged word, with that broker still down;
+- the broker is started again: every partition of both topics is back to three in-sync
+  replicas, and the Table is still exact: nothing lost, nothing counted twice.
 The counts are printed in the session's summary.
 """
 
@@ -36,6 +39,7 @@ from .objects import apply, condition, get, table, topic, wait_condition
 from .polling import wait_for
 from .wordcounts import table_counts
 
+CLAIMS = "__rillet_claims"
 WORDS = [f"w{n}" for n in range(50)]
 RECORDS = 6_000
 PER_SECOND = 150
@@ -115,7 +119,12 @@ def test_one_broker_of_three_lost_mid_stream(
     for kind, name in (("topic", words), ("table", counts)):
         wait_condition(kube, kind, name, namespace, timeout=90)
     admin = AdminClient({"bootstrap.servers": three_brokers.bootstrap})
-    wait_for(lambda: _in_sync(admin, words) and _in_sync(admin, counts), timeout=60, what="ISRs")
+    wait_for(
+        lambda: all(_in_sync(admin, name) for name in (words, counts, CLAIMS)),
+        timeout=60,
+        what="ISRs",
+    )
+    lost = admin.list_topics(topic=CLAIMS, timeout=10).topics[CLAIMS].partitions[0].leader
 
     documents = rt.load_manifests(MANIFEST.format(words=words, counts=counts))
     spec = rt.build_spec(
@@ -129,7 +138,7 @@ def test_one_broker_of_three_lost_mid_stream(
     with rt.running(spec, on_batch=[batches.append]) as driver:
         producer.start()
         wait_for(lambda: producer.sent >= RECORDS // 3, timeout=120, what="a third produced")
-        three_brokers.kill(2)
+        three_brokers.kill(lost)
         batches_at_loss = len(batches)
 
         def ready_through_resyncs() -> bool:
@@ -153,7 +162,7 @@ def test_one_broker_of_three_lost_mid_stream(
         assert batches_during_loss > 0
         assert driver.failure() is None
 
-        three_brokers.revive(2)
+        three_brokers.revive(lost)
         wait_for(
             lambda: _in_sync(admin, words) and _in_sync(admin, counts),
             timeout=120,
@@ -163,7 +172,8 @@ def test_one_broker_of_three_lost_mid_stream(
         assert driver.failure() is None
     measurement(
         f"{RECORDS} words acknowledged, 0 failed; {batches_at_loss} batches before the loss, "
-        f"{batches_during_loss} with broker 2 down; Table exact before and after it came back"
+        f"{batches_during_loss} with broker {lost} (the claims' leader) down; Table exact before "
+        "and after it came back"
     )
 
 

@@ -80,15 +80,9 @@ class ClaimStore:
         if self._consumer is not None:
             return self._consumer
         admin = AdminClient(self._config)
-        new = NewTopic(
-            self._topic,
-            num_partitions=1,
-            replication_factor=-1,
-            config={"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
-        )
-        future = admin.create_topics([new], request_timeout=self._timeout)[self._topic]
         try:
-            future.result(timeout=self._timeout)
+            future = admin.create_topics([self._new_topic(admin)], request_timeout=self._timeout)
+            future[self._topic].result(timeout=self._timeout)
         except Exception as error:  # one that exists is what we want
             code = error.args[0].code() if error.args and hasattr(error.args[0], "code") else None
             if code != KafkaError.TOPIC_ALREADY_EXISTS:
@@ -108,6 +102,23 @@ class ClaimStore:
         self._producer = Producer({**self._config, "acks": "all", "linger.ms": 5})
         self._consumer = consumer
         return consumer
+
+    def _new_topic(self, admin: AdminClient) -> NewTopic:
+        """The claims topic as created: replicated as Kafka's own internal topics are (three
+        copies, two in sync for a write) where there are brokers enough, so that one broker
+        lost leaves the claims readable and writable."""
+        brokers = len(admin.list_topics(timeout=self._timeout).brokers)
+        replicas = max(1, min(3, brokers))
+        return NewTopic(
+            self._topic,
+            num_partitions=1,
+            replication_factor=replicas,
+            config={
+                "cleanup.policy": "compact",
+                "min.compaction.lag.ms": "0",
+                "min.insync.replicas": str(max(1, replicas - 1)),
+            },
+        )
 
     def _high(self, consumer: Consumer) -> int:
         try:

@@ -336,7 +336,6 @@ class TopicSyncer:
         if self._claims is None or not wished:
             return {}
         claims = self._claims
-        await claims.refresh()
 
         def decide(name: str, wish: topicownership.Wish) -> topicownership.Decision:
             found = observed.get(name)
@@ -345,6 +344,17 @@ class TopicSyncer:
                 wish, found=claims.get(name), topic_id=topic_id, kafka_name=name
             )
 
+        try:
+            await claims.refresh()
+        except KafkaUnavailableError:
+            # The claims partition is leaderless while a lost broker's leadership moves: topics
+            # whose claims this operator already holds keep being synced from the view it has
+            # (a claim changes hands only by an adopting object); a new claim waits for Kafka.
+            decisions = {name: decide(name, wish) for name, wish in wished.items()}
+            if any(d.refusal is not None or d.record is not None for d in decisions.values()):
+                raise
+            log.warning("Claims topic unreadable; %d topics kept on their claims", len(decisions))
+            return decisions
         decisions = {name: decide(name, wish) for name, wish in wished.items()}
         new = {n: d.record for n, d in decisions.items() if d.refusal is None and d.record}
         await claims.record(new)
