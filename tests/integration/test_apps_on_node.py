@@ -142,13 +142,13 @@ def _only_the_app_speaks_spark_to_its_driver(
     driver = running(kube, namespace, "driver")[0]
     ours = [p["metadata"]["name"] for p in [driver, *running(kube, namespace, "executor")]]
     assert sparktraffic.places_holding(kube, namespace, key, logs_of=ours) == []
-    said = sparktraffic.answers(
-        kube, elsewhere, image=image, driver_ip=driver["status"]["podIP"], key=key
-    )
+    ip = driver["status"]["podIP"]
+    said = sparktraffic.answers(kube, elsewhere, image=image, driver_ip=ip, key=key)
     assert sparktraffic.NOT_FOUND in said["own"], said["own"][-3000:]
     for stranger in ("no-secret", "wrong-secret"):
+        # It reached the port, and was turned away there.
+        assert f"{ip}:7078" in said[stranger], said[stranger][-3000:]
         assert sparktraffic.NOT_FOUND not in said[stranger], said[stranger][-3000:]
-    print({name: log[-1500:] for name, log in said.items()})
 
 
 def _kill_the_driver_mid_stream(

@@ -2,7 +2,7 @@
 file by the driver and the executors, held by a Secret the App owns, reserved from sparkConf.
 
 Ground truth is Spark's: with `spark.authenticate.secret.executor.file` unset, Spark's executor
-pod builder puts the key in clear in the executor's environment (SPARK_AUTHENTICATE_SECRET), and
+pod builder puts the key in clear in the executor's environment (_SPARK_AUTH_SECRET), and
 a driver with only one of the driver and executor files set refuses to start.
 """
 
@@ -69,9 +69,9 @@ def test_the_driver_reads_the_key_file_and_executors_a_reference_to_it(
     assert volume["secret"]["defaultMode"] == 0o440  # the runtime's group (fsGroup) alone
     assert _mounts(executor) == {}
     (container,) = executor["containers"]
-    (variable,) = [e for e in container["env"] if e["name"] == "SPARK_AUTHENTICATE_SECRET"]
+    (variable,) = [e for e in container["env"] if e["name"] == "_SPARK_AUTH_SECRET"]
     assert variable == {
-        "name": "SPARK_AUTHENTICATE_SECRET",
+        "name": "_SPARK_AUTH_SECRET",
         "valueFrom": {"secretKeyRef": {"name": "wordcount-spark-auth", "key": "key-base64"}},
     }
 

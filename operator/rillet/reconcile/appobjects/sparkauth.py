@@ -9,11 +9,11 @@ compatibility). No SASL fallback: every peer is this App's.
 The key is a Secret `<app>-spark-auth`, made once by the operator with 32 random bytes
 (`handlers.appreconciling`, before the driver exists) and owned by the App; built here without
 data, as the other Secrets of an App. Left to itself, Spark generates a key in the driver and
-hands it to each executor as the environment variable SPARK_AUTHENTICATE_SECRET, in clear in the
+hands it to each executor as the environment variable _SPARK_AUTH_SECRET, in clear in the
 executor pod's spec, readable by anyone who may read pods. Instead:
 - the driver reads the key from the Secret mounted as a file
   (`spark.authenticate.secret.driver.file`; Spark then adds no such variable to executor pods);
-- each executor gets SPARK_AUTHENTICATE_SECRET as a reference to the Secret (`secretKeyRef`):
+- each executor gets _SPARK_AUTH_SECRET as a reference to the Secret (`secretKeyRef`):
   an executor checks a key file only once the driver's settings have reached it, and it needs
   the key before, to fetch them. A key read from a file is its bytes in base64, so the Secret
   holds that form too, for the executors.
@@ -34,7 +34,7 @@ ENV_KEY: Final = "key-base64"  # as Spark makes a key of them, for the executors
 SECRET_PATH: Final = f"{SECRET_DIR}/{FILE_KEY}"
 SECRET_BYTES: Final = 32
 # Spark's name (SecurityManager.ENV_AUTH_SECRET).
-ENV_VARIABLE: Final = "SPARK_AUTHENTICATE_SECRET"
+ENV_VARIABLE: Final = "_SPARK_AUTH_SECRET"
 
 
 def build_secret(context: contexts.AppContext) -> dict[str, Any]:
