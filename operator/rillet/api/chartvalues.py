@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 # A namespace name, or a kopf pattern: globs (`*`, `?`) and a leading `!` that excludes.
@@ -277,7 +278,7 @@ WATCH_CONFLICT = "watchAnyNamespace watches every namespace: leave watchNamespac
 # that contradict each other are refused: with namespaces listed, Helm answers "at
 # '/watchAnyNamespace': value must be false" (the chart's template fails too, for an install
 # that skips the schema).
-WATCH_ANY_NAMESPACE_ALONE = {
+WATCH_ANY_NAMESPACE_ALONE: JsonDict = {
     "if": {"properties": {"watchNamespaces": {"minItems": 1}}},
     "then": {"properties": {"watchAnyNamespace": {"const": False}}},
 }
