@@ -3,7 +3,7 @@
 Test plan:
 - `helm lint` passes and the chart's CRDs equal crds/ (generated from the models).
 - `helm lint` and `helm template` pass with the defaults and with each values file in ci/
-  (monitors, a PodDisruptionBudget, listed and globbed namespaces).
+  (monitors, a PodDisruptionBudget, listed and globbed namespaces, every namespace).
 - values are checked against values.schema.json: a misspelled key and a wrong type are each
   refused, naming the key, by `helm template` (so by install and upgrade too); so are both
   monitors at once (the operator would be scraped twice).
