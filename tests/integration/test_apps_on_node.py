@@ -27,12 +27,13 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
+from collections.abc import Callable
 
 import pytest
 
 from rillet_devstack import stack as devstack
 
-from . import gitopshealth, nodes
+from . import gitopshealth, nodes, sparktraffic
 from .conftest import Kube
 from .objects import apply, condition, get
 from .polling import wait_for
@@ -86,6 +87,7 @@ def test_a_word_count_stays_exact_through_a_killed_driver_a_suspension_and_a_los
     runtime_image: str,
     kafka_bootstrap: str,
     stack: devstack.StackState,
+    new_namespace: Callable[..., str],
 ) -> None:
     """One App, so Spark starts once, through the stories of a volume checkpoint in turn, on node 1
     (its volume binds it there): one node's story. (A CI run saw it stop counting with its driver
@@ -95,6 +97,7 @@ def test_a_word_count_stays_exact_through_a_killed_driver_a_suspension_and_a_los
     truth = produce_lines(kafka_bootstrap, lines, 100_000, seed=1)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
     _runs_as_users_get_it(kube, app, namespace)
+    _only_the_app_speaks_spark_to_its_driver(kube, app, namespace, new_namespace(), runtime_image)
     truth += _kill_the_driver_mid_stream(kube, namespace, stack, kafka_bootstrap, lines, counts)
     wait_table(kafka_bootstrap, counts, truth, timeout=600)
 
@@ -128,6 +131,24 @@ def _runs_as_users_get_it(kube: Kube, app: str, namespace: str) -> None:
     # lower() in the SQL: the executor initialized ICU's case mappings as it started.
     logs = kube.kubectl("logs", "-n", namespace, executor).stdout
     assert f"warm-up: initialized {ICU_CASE_MAPPINGS} in " in logs, logs[-3000:]
+
+
+def _only_the_app_speaks_spark_to_its_driver(
+    kube: Kube, app: str, namespace: str, elsewhere: str, image: str
+) -> None:
+    """The App's Spark key shows in no pod spec, ConfigMap, Event, status or log of its
+    namespace; strangers from another namespace that lack it are refused (sparktraffic)."""
+    key = sparktraffic.spark_key(kube, app, namespace)
+    driver = running(kube, namespace, "driver")[0]
+    ours = [p["metadata"]["name"] for p in [driver, *running(kube, namespace, "executor")]]
+    assert sparktraffic.places_holding(kube, namespace, key, logs_of=ours) == []
+    said = sparktraffic.answers(
+        kube, elsewhere, image=image, driver_ip=driver["status"]["podIP"], key=key
+    )
+    assert sparktraffic.NOT_FOUND in said["own"], said["own"][-3000:]
+    for stranger in ("no-secret", "wrong-secret"):
+        assert sparktraffic.NOT_FOUND not in said[stranger], said[stranger][-3000:]
+    print({name: log[-1500:] for name, log in said.items()})
 
 
 def _kill_the_driver_mid_stream(

@@ -299,6 +299,10 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
                 {"name": "t", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
             ],
         ),
+        "mounting a Secret": driverpolicy.pod(
+            name, volumes=[{"name": "s", "secret": {"secretName": "other-kafka"}}]
+        ),
+        "with another App's key": driverpolicy.pod(name, containers=[_reading("other-spark-auth")]),
     }
     said = {what: attempt("create", manifest=manifest) for what, manifest in refusals.items()}
     assert "may create only executor pods" in said["a driver pod"], said
@@ -307,12 +311,24 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
     assert "runs no privileged container" in said["privileged"], said
     assert "runs as its App's ServiceAccount" in said["as another account"], said
     assert "no projected volume" in said["with a projected token"], said
+    assert "mounts no Secret" in said["mounting a Secret"], said
+    assert "no Secret that Rillet made for another App" in said["with another App's key"], said
+    # Its own key, and Secrets Rillet did not make, are the App's to read.
+    for secret in (f"{name}-spark-auth", "objectstore"):
+        reading = driverpolicy.pod(name, containers=[_reading(secret)])
+        assert attempt("create", manifest=reading) == "allowed", secret
     assert "only its own App" in attempt("delete", theirs)
     assert "only its own App" in attempt("label", theirs, "x=y")
     # Relabelled into this App in the same change: judged by the pod before it too.
     assert "change only its own App" in attempt(
         "label", "--overwrite", theirs, f"rillet.io/app={name}"
     )
+
+
+def _reading(secret: str) -> dict[str, Any]:
+    """A container reading a key of Secret `secret` into its environment."""
+    ref = {"secretKeyRef": {"name": secret, "key": "k"}}
+    return {"name": "c", "image": "x", "env": [{"name": "K", "valueFrom": ref}]}
 
 
 def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:

@@ -212,7 +212,10 @@ def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_se
     ]
     without = rendered(kube, *ANY)
     assert not [name for name in _operator_env(without) if "SCHEMA_REGISTRY" in name]
-    assert _secret_rules(without) == []
+    # Without, only the Secrets made once: each App's key of its Spark traffic.
+    assert _secret_rules(without) == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]}
+    ]
 
 
 def _dashboard_configmaps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:

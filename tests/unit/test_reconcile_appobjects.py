@@ -264,11 +264,16 @@ def test_driver_mounts_config_checkpoint_and_tmp() -> None:
         "config": "/etc/rillet",
         "checkpoint": "/var/lib/rillet/checkpoints",
         "tmp": "/tmp",
+        "spark-auth": "/var/run/secrets/rillet/spark-auth",
     }
     volumes = {v["name"]: v for v in _pod(objects)["spec"]["volumes"]}
     assert volumes == {
         "config": {"name": "config", "configMap": {"name": "wordcount-run"}},
         "tmp": {"name": "tmp", "emptyDir": {}},
+        "spark-auth": {
+            "name": "spark-auth",
+            "secret": {"secretName": "wordcount-spark-auth", "defaultMode": 0o440},
+        },
     }
     claims = objects.stateful_set["spec"]["volumeClaimTemplates"]
     assert claims == [

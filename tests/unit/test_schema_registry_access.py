@@ -217,9 +217,13 @@ class FakeKube:
     def __init__(self, secrets: dict[str, dict[str, Any]] | None = None) -> None:
         self.secrets = secrets or {}
         self.sent: list[dict[str, Any]] = []
+        self.created: list[dict[str, Any]] = []  # the App's Spark key
 
     async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.secrets.get(name)
+
+    async def create_once(self, obj: dict[str, Any]) -> None:
+        self.created.append(copy.deepcopy(obj))
 
     async def apply_all(self, objects: Sequence[dict[str, Any]]) -> None:
         self.sent.extend(copy.deepcopy(list(objects)))

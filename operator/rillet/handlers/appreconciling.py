@@ -8,8 +8,9 @@ changed) and the Events to post, one per change.
 This module does the I/O; the decisions are pure, in `rillet.reconcile`:
 - Resolve (`appresolving.resolve`, no I/O: kopf's indexes and pure builders): the App model,
   its references, its run spec, co-partitioning and its objects.
-- Provision the App's Kafka principal, when those are on (`appaccess`), write the schema
-  registry's credentials of an Avro App (`appregistry`), then apply the objects
+- Provision the App's Kafka principal, when those are on (`appaccess`), create the key of
+  Spark's traffic once (`appobjects.sparkauth`), write the schema registry's credentials of an
+  Avro App (`appregistry`), then apply the objects
   (`k8s.applying`), only when all of that holds; otherwise whatever runs keeps running (a Topic
   briefly not Ready stops nothing).
 - Observe the driver pod and the executor pods; the status and the Events follow from them
@@ -19,6 +20,7 @@ This module does the I/O; the decisions are pure, in `rillet.reconcile`:
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,6 +37,7 @@ from rillet.reconcile import (
     appstatus,
     notes,
 )
+from rillet.reconcile.appobjects import sparkauth
 
 log = logging.getLogger(__name__)
 _NODE_PROBLEMS_SAID: set[str] = set()
@@ -73,13 +76,15 @@ async def lost_nodes(kube: applying.AppKube) -> frozenset[str]:
 async def _apply(
     resolution: appresolving.Resolution, deps: AppDeps
 ) -> tuple[appresolving.Resolution, applying.Applied | None]:
-    """The App's registry Secret, then its objects, applied; a refusal or a Secret that is not
-    the operator's as InvalidSpec, another object that is not as ObjectNotOwned (nothing
-    applied after either)."""
+    """The App's Spark key and registry Secrets, then its objects, applied; a refusal or a
+    registry Secret that is not the operator's as InvalidSpec, another object that is not as
+    ObjectNotOwned (nothing applied after either)."""
     objects = resolution.objects
     if objects is None:
         return resolution, None
     try:
+        key = secrets.token_bytes(sparkauth.SECRET_BYTES)  # used only if the Secret is new
+        await deps.kube.create_once(sparkauth.with_key(objects.spark_auth_secret, key))
         if objects.registry_secret is not None and deps.registry is not None:
             problem = await deps.registry.write(objects.registry_secret, deps.kube)
             if problem is not None:

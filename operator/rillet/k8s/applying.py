@@ -282,6 +282,20 @@ class AppKube:
         """Create the object; False if one of its name exists already (it is left as it is)."""
         return await asyncio.to_thread(self._create, obj)
 
+    def _create_once(self, obj: Mapping[str, Any]) -> None:
+        observed = self._get(path_of(obj))
+        if observed is None and self._create(obj):
+            return
+        observed = observed or self._get(path_of(obj))  # made meanwhile: whose is it?
+        problem = ownership.foreign_problem(observed, obj)
+        if problem is not None:
+            raise ForeignObjectError(problem)
+
+    async def create_once(self, obj: Mapping[str, Any]) -> None:
+        """Create the object unless it exists: one that does is kept as it is (what it holds
+        was made once), or, when the object's owner did not make it, ForeignObjectError."""
+        await asyncio.to_thread(self._create_once, obj)
+
     async def driver_pod(self, namespace: str, app: str) -> dict[str, Any] | None:
         """The App's driver pod, None if there is none."""
         path = object_path("v1", "Pod", namespace, naming.app_driver_pod_name(app))

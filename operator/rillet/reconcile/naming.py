@@ -68,6 +68,11 @@ def app_schema_registry_secret_name(app: str) -> str:
     return f"{app}-schema-registry"
 
 
+def app_spark_auth_secret_name(app: str) -> str:
+    """Name of the Secret holding the key Spark's traffic within the App is authenticated with."""
+    return f"{app}-spark-auth"
+
+
 def app_checkpoint_claim_name(app: str) -> str:
     """Name of the driver's checkpoint PersistentVolumeClaim (the StatefulSet names it
     `<volumeClaimTemplate>-<pod>`)."""

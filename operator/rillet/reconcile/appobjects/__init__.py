@@ -11,7 +11,8 @@ functions, each adding one concern, as the Spark operator builds spark-submit ar
 - `rbac`, `sparkconfs`, `pods` (shared pod parts, executor template), `drivers` (ConfigMap,
   Service, StatefulSet, spec hash);
 - `credentials` (the App's Kafka principal), `registrycredentials` (the schema registry's
-  Secret of an Avro App): Secrets built without data, which the reconcile fills;
+  Secret of an Avro App), `sparkauth` (the key of Spark's traffic within the App): Secrets
+  built without data, which the reconcile fills;
 - `building`: all of them at once (`build_app_objects`).
 
 Part of `reconcile`, so pure: imported by the rest of `reconcile`, by `k8s.applying` (which

@@ -14,6 +14,7 @@ from rillet.reconcile.appobjects import (
     drivers,
     rbac,
     registrycredentials,
+    sparkauth,
     sparkconfs,
 )
 
@@ -30,6 +31,8 @@ class AppObjects:
     stateful_set: dict[str, Any]
     spec_hash: str
     spark_conf: dict[str, str]
+    # The key of Spark's traffic, without its data: created once, before these objects.
+    spark_auth_secret: dict[str, Any]
     # The App's own Kafka principal, provisioned before these objects are applied.
     kafka_access: credentials.KafkaAccess | None = None
     # The schema registry's credentials for an Avro App's driver, without their data: the
@@ -71,6 +74,7 @@ def build_app_objects(
         stateful_set=drivers.build_stateful_set(context),
         spec_hash=drivers.spec_hash(context),
         spark_conf=sparkconfs.build_spark_conf(context),
+        spark_auth_secret=sparkauth.build_secret(context),
         kafka_access=credentials.build_kafka_access(context),
         registry_secret=registrycredentials.build_secret(context),
     )

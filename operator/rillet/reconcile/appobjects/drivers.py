@@ -29,6 +29,7 @@ from rillet.reconcile.appobjects import (
     metadata,
     pods,
     registrycredentials,
+    sparkauth,
     sparkconfs,
 )
 
@@ -215,6 +216,7 @@ DRIVER_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     registrycredentials.credentials_mount,
     pods.checkpoint_credentials,
     pods.tmp_mount,
+    sparkauth.mount,
     _driver_readiness,
 )
 
@@ -278,6 +280,7 @@ DRIVER_POD_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     _kafka_credentials_volume,
     registrycredentials.credentials_volume,
     pods.tmp_volume,
+    sparkauth.volume,
     _driver_container,
 )
 

@@ -2,8 +2,9 @@
 
 Both kinds of pod meet the restricted Pod Security Standard: the runtime image's non-root user,
 no privilege escalation, no capabilities, the RuntimeDefault seccomp profile. Both get an
-emptyDir at /tmp (the JVM and Python write there). Executors get no ServiceAccount token: only
-the driver talks to the apiserver.
+emptyDir at /tmp (the JVM and Python write there), and the App's Spark key (`sparkauth`: a
+file in the driver, a reference to the Secret in executors). Executors get no ServiceAccount
+token: only the driver talks to the apiserver.
 
 Executors of an App with a checkpoint volume mount the driver's claim at the same path: Spark's
 state stores (aggregations, joins, windows) are written by the executors under the checkpoint
@@ -28,7 +29,7 @@ from typing import Any, Final
 
 from rillet.driverapi import wiring
 from rillet.reconcile import naming
-from rillet.reconcile.appobjects import contexts, fragments, metadata, sparkconfs
+from rillet.reconcile.appobjects import contexts, fragments, metadata, sparkauth, sparkconfs
 
 CONFIG_VOLUME: Final = "config"
 TMP_VOLUME: Final = "tmp"
@@ -124,6 +125,7 @@ EXECUTOR_CONTAINER_OPTIONS: Final[tuple[fragments.Option, ...]] = (
     tmp_mount,
     checkpoint_mount,
     checkpoint_credentials,
+    sparkauth.executor_env,
 )
 
 

@@ -19,7 +19,7 @@ from typing import Final
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import naming, sparkdefaults
-from rillet.reconcile.appobjects import contexts
+from rillet.reconcile.appobjects import contexts, sparkauth
 
 # The container of the executor pod template that Spark fills in.
 EXECUTOR_CONTAINER: Final = "spark-executor"
@@ -165,6 +165,7 @@ OWNED_OPTIONS: Final[tuple[SparkOption, ...]] = (
     _executor_pods,
     _executor_lifecycle,
     _authentication,
+    sparkauth.spark_conf,
     _driver_network,
     _driver_memory,
     _executor_shape,
