@@ -3,7 +3,7 @@
 Test plan:
 - `helm lint` passes and the chart's CRDs equal crds/ (generated from the models).
 - `helm lint` and `helm template` pass with the defaults and with each values file in ci/
-  (monitors, a PodDisruptionBudget, listed and globbed namespaces).
+  (monitors, a PodDisruptionBudget, listed and globbed namespaces, every namespace).
 - values are checked against values.schema.json: a misspelled key and a wrong type are each
   refused, naming the key, by `helm template` (so by install and upgrade too); so are both
   monitors at once (the operator would be scraped twice).
@@ -14,8 +14,8 @@ Test plan:
   annotations, in the release's namespace or the one given, holding dashboards/rillet.json as
   is (its queries are checked in test_dashboard_metrics.py).
 - namespaces listed by name render a Role and RoleBinding in each, with the rules the
-  all-namespaces ClusterRole holds for namespaced resources, and a ClusterRole left with only
-  cluster-scoped ones (namespaces, CRDs).
+  ClusterRole of watchAnyNamespace holds for namespaced resources, and a ClusterRole left with
+  only cluster-scoped ones (namespaces, CRDs, nodes).
 - `helm install` on the real apiserver creates the ServiceAccount, RBAC and Deployment; the
   Deployment gets a (Pending: no kubelet here) Pod wired to the Kafka settings and the
   credentials Secret, never to a literal password.
@@ -26,7 +26,10 @@ Test plan:
   (the scaling loop then lists pods in that namespace, not cluster-wide).
 - a release listing namespaces, with its operator's real token, can do what it does in the
   namespace it lists and nothing in another (`kubectl auth can-i`, one request at a time and
-  `--list`);
+  `--list`); so can a release installed without watch values in its own namespace, the only
+  one holding its Role and the one its operator is told to watch;
+- watchAnyNamespace beside listed namespaces is refused at install, naming the value, and
+  nothing is installed;
 - `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
   delete every Topic, Table and App), and the objects of their kinds. The stack's CRDs are
   shared by the session (installed by the `crds` fixture), so Helm could never own them: the
@@ -72,6 +75,8 @@ CI_VALUES = sorted((CHART / "ci").glob("*.yaml"))
 # What the ClusterRole holds whatever the operator watches: kopf discovery, and the Nodes it
 # reads to tell an App its driver or executors are on a lost node.
 CLUSTER_SCOPED = {"namespaces", "customresourcedefinitions", "nodes"}
+# The values of an install that watches every namespace (the chart's default is its own alone).
+ANY = ("--set", "watchAnyNamespace=true")
 
 
 class HelmError(subprocess.CalledProcessError):
@@ -119,8 +124,7 @@ def test_chart_lints_and_renders_with_each_ci_values_file(kube: Kube, values: Pa
 def test_listed_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_scope(
     kube: Kube,
 ) -> None:
-    by_default = rendered(kube)
-    (cluster_wide,) = (obj for obj in by_default if obj["kind"] == "ClusterRole")
+    (cluster_wide,) = (obj for obj in rendered(kube, *ANY) if obj["kind"] == "ClusterRole")
     namespaced = [
         rule for rule in cluster_wide["rules"] if not CLUSTER_SCOPED & set(rule["resources"])
     ]
@@ -189,7 +193,7 @@ def _secret_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_secret(
     kube: Kube,
 ) -> None:
-    objects = rendered(kube, "--values", str(CHART / "ci" / "schema-registry-values.yaml"))
+    objects = rendered(kube, *ANY, "--values", str(CHART / "ci" / "schema-registry-values.yaml"))
 
     env = _operator_env(objects)
     assert env["RILLET_SCHEMA_REGISTRY_URL"]["value"] == (
@@ -206,10 +210,10 @@ def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_se
     assert _secret_rules(objects) == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}
     ]
-    by_default = rendered(kube)
-    assert not [name for name in _operator_env(by_default) if "SCHEMA_REGISTRY" in name]
-    # By default only the Secrets made once: each App's key of its Spark traffic.
-    assert _secret_rules(by_default) == [
+    without = rendered(kube, *ANY)
+    assert not [name for name in _operator_env(without) if "SCHEMA_REGISTRY" in name]
+    # Without, only the Secrets made once: each App's key of its Spark traffic.
+    assert _secret_rules(without) == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]}
     ]
 
@@ -373,7 +377,14 @@ def test_a_release_listing_namespaces_cannot_touch_another(
     """The chart's operator, with its real ServiceAccount token: in the namespace it lists, what
     it does; in any other, nothing (the cluster-wide reads of namespaces, CRDs and nodes only)."""
     release, watched = listed_release
-    unlisted = new_namespace()
+    _assert_only_watched_reached(kube, release, watched, new_namespace(), tmp_path)
+
+
+def _assert_only_watched_reached(
+    kube: Kube, release: str, watched: str, unwatched: str, tmp_path: Path
+) -> None:
+    """The release's operator, with its real ServiceAccount token, may do what it does in
+    `watched` and nothing in `unwatched` (the cluster-wide reads only)."""
     as_operator = Kube(
         kubeconfig=write_service_account_kubeconfig(
             kube.kubeconfig,
@@ -390,14 +401,14 @@ def test_a_release_listing_namespaces_cannot_touch_another(
 
     for verb, resource in OPERATOR_REQUESTS:
         assert can_i(verb, resource, "-n", watched), (verb, resource)
-        assert not can_i(verb, resource, "-n", unlisted), (verb, resource)
+        assert not can_i(verb, resource, "-n", unwatched), (verb, resource)
     for verb, resource in (
         ("get", "secrets"),
         ("list", "secrets"),
         ("create", "roles.rbac.authorization.k8s.io"),
     ):
-        assert not can_i(verb, resource, "-n", unlisted), (verb, resource)
-    listed = as_operator.kubectl("auth", "can-i", "--list", "-n", unlisted).stdout
+        assert not can_i(verb, resource, "-n", unwatched), (verb, resource)
+    listed = as_operator.kubectl("auth", "can-i", "--list", "-n", unwatched).stdout
     granted = {line.split()[0] for line in listed.splitlines()[1:] if line.strip()}
     # Cluster-wide reads (namespaces, CRDs, nodes) and what every authenticated user may do.
     assert granted <= {
@@ -423,6 +434,46 @@ def test_a_release_listing_namespaces_cannot_touch_another(
         "[/version/]",
         "[/version]",
     }, listed
+
+
+def _roles_of(kube: Kube, release: str) -> list[str]:
+    """The namespaces holding the Role that grants the release's operator its rights (named
+    after the release's namespace, as its ClusterRole is), wherever it is."""
+    named = f"metadata.name={release}-rillet-operator"
+    return sorted(role["metadata"]["namespace"] for role in kube.api.list("role", fields=named))
+
+
+def test_a_default_install_watches_its_own_namespace_alone(
+    kube: Kube, new_namespace: Callable[..., str], tmp_path: Path
+) -> None:
+    """No watch values: a Role in the release's namespace and nowhere else, the operator told
+    to watch that namespace, and nothing it may do in another. No `crds` fixture: the stack's
+    CRDs exist, so Helm leaves them as they are."""
+    release, other = new_namespace(), new_namespace()
+    helm(kube, "install", "rillet", str(CHART), "--namespace", release)
+    try:
+        kube.kubectl("scale", "deployment/rillet-operator", "--replicas=0", "-n", release)
+        assert _roles_of(kube, release) == [release]
+        env = _operator_env([get(kube, "deployment", "rillet-operator", release)])
+        assert env["RILLET_NAMESPACES"]["value"] == release
+        _assert_only_watched_reached(kube, release, release, other, tmp_path)
+    finally:
+        helm(kube, "uninstall", "rillet", "--namespace", release)
+
+
+def test_watch_any_namespace_beside_listed_namespaces_is_refused_at_install(
+    kube: Kube, new_namespace: Callable[..., str]
+) -> None:
+    release = new_namespace()
+    with pytest.raises(HelmError) as refused:
+        helm(
+            *(kube, "install", "rillet", str(CHART), "--namespace", release, *ANY),
+            *("--set", f"watchNamespaces={{{release}}}"),
+        )
+    assert "at '/watchAnyNamespace': value must be false" in refused.value.stderr
+    assert "rillet" not in helm(kube, "list", "-q", "--namespace", release).stdout.split()
+    cluster_role = f"clusterrole/{release}-rillet-operator"
+    assert not kube.kubectl("get", cluster_role, "--ignore-not-found", "-o=name").stdout
 
 
 def _reconcile_as_the_charts_operator(
@@ -540,7 +591,7 @@ def test_uninstall_keeps_the_crds_helm_installed(
     namespace = new_namespace()
     try:
         assert not any(exists(kube, "crd", crd, "default") for crd in crds)
-        helm(kube, "install", "rillet", str(chart), "--namespace", namespace)
+        helm(kube, "install", "rillet", str(chart), "--namespace", namespace, *ANY)
         kube.kubectl(
             "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in crds)
         )

@@ -3,6 +3,8 @@
 Test plan:
 - values.yaml holds exactly the model's defaults, so the schema documents what ships;
 - the model refuses an unknown key and a wrong type, as the schema makes Helm do;
+- by default the chart watches no namespace but its own: cluster-wide is a choice made with
+  watchAnyNamespace, which the model and the schema refuse beside listed namespaces;
 - every setting the operator reads (each RILLET_* variable of rillet.settings) is set by the
   chart's Deployment: nothing the operator can be told is out of the chart's reach;
 - credentials (Kafka's, the schema registry's) reach the operator from a Secret, never from a
@@ -38,6 +40,36 @@ def test_values_yaml_holds_the_models_defaults() -> None:
 def test_the_model_refuses_typos_and_wrong_types(values: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         chartvalues.ChartValues.model_validate(values)
+
+
+def test_the_default_watches_neither_listed_namespaces_nor_every_namespace() -> None:
+    defaults = chartvalues.ChartValues()
+    assert defaults.watch_namespaces == []
+    assert defaults.watch_any_namespace is False
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"watchAnyNamespace": True}, {"watchNamespaces": ["team-a"]}, {"watchNamespaces": ["t-*"]}],
+)
+def test_either_watch_value_alone_is_accepted(values: dict[str, object]) -> None:
+    chartvalues.ChartValues.model_validate(values)
+
+
+@pytest.mark.parametrize("listed", [["team-a"], ["team-*"]])
+def test_watch_any_namespace_with_listed_namespaces_is_refused(listed: list[str]) -> None:
+    with pytest.raises(ValidationError, match="leave watchNamespaces empty"):
+        chartvalues.ChartValues.model_validate(
+            {"watchAnyNamespace": True, "watchNamespaces": listed}
+        )
+
+
+def test_the_schema_refuses_watch_any_namespace_beside_listed_namespaces() -> None:
+    # What Helm evaluates (test_chart.py installs it): listed namespaces make watchAnyNamespace
+    # false only; with none listed the condition does not apply.
+    schema = chartvalues.values_schema()
+    assert schema["if"] == {"properties": {"watchNamespaces": {"minItems": 1}}}
+    assert schema["then"] == {"properties": {"watchAnyNamespace": {"const": False}}}
 
 
 def _variables(model: type[BaseSettings]) -> set[str]:

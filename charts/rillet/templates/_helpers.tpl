@@ -18,12 +18,29 @@ app.kubernetes.io/component: operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* "true" when watchNamespaces lists namespace names only (no glob, no `!`): the operator's
-rights are then a Role in each (rbac.yaml). A glob can match a namespace made after the install,
-which no Role made now covers, so globs and "all namespaces" get a ClusterRole. */}}
+{{/* The namespaces the operator watches, as a JSON list: watchNamespaces, or the release's
+namespace alone when it is empty; [] (every namespace) with watchAnyNamespace. The schema refuses
+watchAnyNamespace with watchNamespaces; the fail is for an install that skips the schema
+(--skip-schema-validation), with the message the values model gives (rillet.api.chartvalues). */}}
+{{- define "rillet.watched" -}}
+{{- if and .Values.watchAnyNamespace .Values.watchNamespaces -}}
+{{- fail "watchAnyNamespace watches every namespace: leave watchNamespaces empty with it" -}}
+{{- else if .Values.watchAnyNamespace -}}
+[]
+{{- else if .Values.watchNamespaces -}}
+{{ toJson .Values.watchNamespaces }}
+{{- else -}}
+{{ list .Release.Namespace | toJson }}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the operator watches namespace names only (no glob, no `!`): its rights are
+then a Role in each (rbac.yaml). A glob can match a namespace made after the install, which no
+Role made now covers, so globs and "every namespace" get a ClusterRole. */}}
 {{- define "rillet.namespacesListed" -}}
-{{- $listed := gt (len .Values.watchNamespaces) 0 -}}
-{{- range .Values.watchNamespaces -}}
+{{- $watched := include "rillet.watched" . | fromJsonArray -}}
+{{- $listed := gt (len $watched) 0 -}}
+{{- range $watched -}}
 {{- if regexMatch "[*?!]" . -}}{{- $listed = false -}}{{- end -}}
 {{- end -}}
 {{- if $listed -}}true{{- end -}}

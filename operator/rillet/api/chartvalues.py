@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 # A namespace name, or a kopf pattern: globs (`*`, `?`) and a leading `!` that excludes.
@@ -272,8 +273,21 @@ class TableServers(ChartModel):
     )
 
 
+WATCH_CONFLICT = "watchAnyNamespace watches every namespace: leave watchNamespaces empty with it"
+# Helm checks the schema before it renders anything, so the schema is where the two watch values
+# that contradict each other are refused: with namespaces listed, Helm answers "at
+# '/watchAnyNamespace': value must be false" (the chart's template fails too, for an install
+# that skips the schema).
+WATCH_ANY_NAMESPACE_ALONE: JsonDict = {
+    "if": {"properties": {"watchNamespaces": {"minItems": 1}}},
+    "then": {"properties": {"watchAnyNamespace": {"const": False}}},
+}
+
+
 class ChartValues(ChartModel):
     """Values of the Rillet operator chart."""
+
+    model_config = ConfigDict(json_schema_extra=WATCH_ANY_NAMESPACE_ALONE)
 
     image: Image = Field(default_factory=Image)
     replicas: int = Field(
@@ -285,10 +299,16 @@ class ChartValues(ChartModel):
     )
     watch_namespaces: list[NamespacePattern] = Field(
         default=[],
-        description='Namespaces to watch; empty: all. Names alone (no glob such as "team-*", '
-        "no `!`): the operator gets a Role in each of them and, cluster-wide, only reads "
-        "namespaces and CRDs; each must exist. With a glob it is granted a ClusterRole, as for "
-        "all namespaces (a glob matches namespaces made later).",
+        description="Namespaces to watch; empty: the release's namespace alone. Names alone "
+        '(no glob such as "team-*", no `!`): the operator gets a Role in each of them and, '
+        "cluster-wide, only reads namespaces, CRDs and nodes; each must exist. With a glob it "
+        "is granted a ClusterRole, as with watchAnyNamespace (a glob matches namespaces made "
+        "later).",
+    )
+    watch_any_namespace: bool = Field(
+        default=False,
+        description="Watch every namespace, with one ClusterRole holding the operator's rights "
+        "in all of them. Refused together with watchNamespaces (which would say otherwise).",
     )
     driver_pod_policy: bool = Field(
         default=True,
@@ -332,6 +352,12 @@ class ChartValues(ChartModel):
     )
     pod_disruption_budget: PodDisruptionBudget = Field(default_factory=PodDisruptionBudget)
     monitoring: Monitoring = Field(default_factory=Monitoring)
+
+    @model_validator(mode="after")
+    def _watch_any_namespace_alone(self) -> ChartValues:
+        if self.watch_any_namespace and self.watch_namespaces:
+            raise ValueError(WATCH_CONFLICT)
+        return self
 
 
 def values_schema() -> dict[str, Any]:

@@ -208,9 +208,10 @@ kubectl rollout status deployment/rillet-operator -n rillet-system
 
 - **CRDs** are in `crds/`: `helm install` creates them, `helm uninstall` keeps them (deleting a
   CRD deletes every object of its kind), and `helm upgrade` never changes them (see Upgrading).
-- **Rights**: watching every namespace, or namespaces matching a glob, the operator holds a
-  ClusterRole. Given names alone (`watchNamespaces: [team-a, team-b]`), it holds a Role in each
-  of them and, cluster-wide, only reads namespaces and CRDs.
+- **Rights**: by default the operator watches the release's namespace alone, with a Role there.
+  Given names (`watchNamespaces: [team-a, team-b]`), it holds a Role in each of them; either
+  way, cluster-wide it only reads namespaces, CRDs and nodes. Watching every namespace
+  (`watchAnyNamespace: true`), or namespaces matching a glob, it holds a ClusterRole.
 - **Values** are checked against `values.schema.json` on every install and upgrade: an unknown
   key or a wrong type is refused with its path. `ci/` holds values files that exercise the
   options (`helm lint` and `helm template` run on each).
