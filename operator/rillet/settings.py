@@ -253,6 +253,11 @@ class AppSettings(BaseSettings):
         description="The apiserver as driver pods reach it (Spark's k8s:// master); unset: the "
         "address the operator itself uses (in a cluster, the kubernetes Service).",
     )
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default_factory=lambda: {"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape an App driver's "
+        "metrics port, through the App's NetworkPolicy (JSON); empty: none may.",
+    )
     kafka_principals: bool = Field(
         default=False,
         description="Give each App a Kafka principal of its own: a SCRAM user and exactly the "

@@ -84,6 +84,7 @@ def test_every_object_is_named_labelled_and_owned_by_the_app() -> None:
         ("RoleBinding", "wordcount-driver"),
         ("ConfigMap", "wordcount-run"),
         ("Service", "wordcount-driver"),
+        ("NetworkPolicy", "wordcount-spark"),
         ("StatefulSet", "wordcount-driver"),
     ]
     for item in objects.in_apply_order():

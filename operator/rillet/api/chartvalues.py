@@ -152,7 +152,8 @@ class Operator(ChartModel):
 
 class Apps(ChartModel):
     """How Apps run: every App gets a driver StatefulSet (with a checkpoint volume), a headless
-    Service, a ServiceAccount + Role + RoleBinding and a ConfigMap; executors scale on lag."""
+    Service, a ServiceAccount + Role + RoleBinding, a ConfigMap, a NetworkPolicy and a Secret
+    (the key of its Spark traffic); executors scale on lag."""
 
     scale_seconds: float = Field(
         default=2, gt=0, description="How often lag is read and executor counts decided."
@@ -179,6 +180,11 @@ class Apps(ChartModel):
     )
     apiserver_url: str = Field(
         default="", description="Spark's k8s:// master; empty: the kubernetes Service."
+    )
+    monitoring_namespace_labels: dict[str, str] = Field(
+        default={"kubernetes.io/metadata.name": "monitoring"},
+        description="matchLabels of the namespaces whose pods may scrape a driver's metrics "
+        "port; {}: none may. Only the App's own pods reach its Spark ports (its NetworkPolicy).",
     )
 
 

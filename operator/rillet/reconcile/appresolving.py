@@ -101,6 +101,7 @@ def environment(
             registry, credentials_dir=registrycredentials.CREDENTIALS_DIR
         ),
         max_executors_per_app=settings.max_executors_per_app,
+        monitoring_namespace_labels=tuple(sorted(settings.monitoring_namespace_labels.items())),
     )
 
 

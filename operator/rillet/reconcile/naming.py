@@ -73,6 +73,11 @@ def app_spark_auth_secret_name(app: str) -> str:
     return f"{app}-spark-auth"
 
 
+def app_network_policy_name(app: str) -> str:
+    """Name of the NetworkPolicy admitting the App's own pods (and monitoring) to its pods."""
+    return f"{app}-spark"
+
+
 def app_checkpoint_claim_name(app: str) -> str:
     """Name of the driver's checkpoint PersistentVolumeClaim (the StatefulSet names it
     `<volumeClaimTemplate>-<pod>`)."""

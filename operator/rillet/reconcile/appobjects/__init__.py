@@ -1,15 +1,16 @@
 """Pure: the Kubernetes objects of one App, as plain dicts ready for server-side apply.
 
 A ServiceAccount, Role and RoleBinding (the driver's identity), a ConfigMap (run spec, Spark conf,
-executor pod template), a headless Service and a StatefulSet of one driver pod; Spark creates the
-executor pods from the template. Each object is built by an ordered tuple of small option
-functions, each adding one concern, as the Spark operator builds spark-submit arguments.
+executor pod template), a headless Service, a NetworkPolicy and a StatefulSet of one driver pod;
+Spark creates the executor pods from the template. Each object is built by an ordered tuple of
+small option functions, each adding one concern, as the Spark operator builds spark-submit
+arguments.
 
 - `contexts`: the inputs (App, run spec, `AppEnvironment`), fixed paths and ports, checkpoint;
 - `fragments`: merging what the options return;
 - `metadata`: labels, selectors, owner references;
 - `rbac`, `sparkconfs`, `pods` (shared pod parts, executor template), `drivers` (ConfigMap,
-  Service, StatefulSet, spec hash);
+  Service, StatefulSet, spec hash), `networkpolicies` (who reaches the App's pods);
 - `credentials` (the App's Kafka principal), `registrycredentials` (the schema registry's
   Secret of an Avro App), `sparkauth` (the key of Spark's traffic within the App): Secrets
   built without data, which the reconcile fills;

@@ -12,6 +12,7 @@ from rillet.reconcile.appobjects import (
     contexts,
     credentials,
     drivers,
+    networkpolicies,
     rbac,
     registrycredentials,
     sparkauth,
@@ -28,6 +29,7 @@ class AppObjects:
     role_binding: dict[str, Any]
     config_map: dict[str, Any]
     service: dict[str, Any]
+    network_policy: dict[str, Any]
     stateful_set: dict[str, Any]
     spec_hash: str
     spark_conf: dict[str, str]
@@ -40,13 +42,15 @@ class AppObjects:
     registry_secret: dict[str, Any] | None = None
 
     def in_apply_order(self) -> tuple[dict[str, Any], ...]:
-        """Identity and permissions first, the ConfigMap before the pod that reads it."""
+        """Identity and permissions first, the ConfigMap before the pod that reads it, the
+        NetworkPolicy before any pod it admits to."""
         return (
             self.service_account,
             self.role,
             self.role_binding,
             self.config_map,
             self.service,
+            self.network_policy,
             self.stateful_set,
         )
 
@@ -71,6 +75,7 @@ def build_app_objects(
         role_binding=rbac.build_role_binding(context),
         config_map=drivers.build_config_map(context),
         service=drivers.build_service(context),
+        network_policy=networkpolicies.build_network_policy(context),
         stateful_set=drivers.build_stateful_set(context),
         spec_hash=drivers.spec_hash(context),
         spark_conf=sparkconfs.build_spark_conf(context),

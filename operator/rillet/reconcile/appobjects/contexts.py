@@ -41,6 +41,8 @@ class AppEnvironment:
     schema_registry: runspecs.SchemaRegistry | None = None
     # The operator's cap on any App's executors (quotas a platform team sets); None: none.
     max_executors_per_app: int | None = None
+    # matchLabels (sorted pairs) of the namespaces that may scrape a driver's metrics; (): none.
+    monitoring_namespace_labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
