@@ -142,6 +142,12 @@ def _only_the_app_speaks_spark_to_its_driver(
     driver = running(kube, namespace, "driver")[0]
     ours = [p["metadata"]["name"] for p in [driver, *running(kube, namespace, "executor")]]
     assert sparktraffic.places_holding(kube, namespace, key, logs_of=ours) == []
+    # Applied as the App's (a CNI that enforces it keeps strangers off the port altogether).
+    policy = get(kube, "networkpolicy", f"{app}-spark", namespace)
+    assert policy["metadata"]["ownerReferences"][0]["name"] == app
+    assert policy["spec"]["ingress"][0] == {
+        "from": [{"podSelector": {"matchLabels": {"rillet.io/app": app}}}]
+    }
     ip = driver["status"]["podIP"]
     said = sparktraffic.answers(kube, elsewhere, image=image, driver_ip=ip, key=key)
     assert sparktraffic.NOT_FOUND in said["own"], said["own"][-3000:]
