@@ -53,4 +53,4 @@ def _principals_on(memo: kopf.Memo, **_: Any) -> bool:
 
 @kopf.on.delete(*RESOURCE, when=_principals_on)
 async def remove_app_principal(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
-    await appaccess.remove(body, memo.apps.access, retry=retry)
+    await appaccess.remove(body, memo.apps.access, memo.apps.kube, retry=retry)

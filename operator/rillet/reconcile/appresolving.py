@@ -88,8 +88,10 @@ def environment(
     registry: SchemaRegistrySettings,
     *,
     apiserver_url: str,
+    kafka_cluster: str = "",
 ) -> appobjects.AppEnvironment:
-    """The environment every App's objects are built for."""
+    """The environment every App's objects are built for; `kafka_cluster`: this cluster's id
+    in the Apps' SCRAM users (kafkaaccess.cluster_id), needed with per-App principals."""
     return appobjects.AppEnvironment(
         kafka_bootstrap=settings.kafka_bootstrap or kafka.bootstrap,
         image_pull_policy=settings.image_pull_policy,
@@ -97,6 +99,7 @@ def environment(
         checkpoint_size=settings.checkpoint_size,
         apiserver_url=settings.apiserver_url or apiserver_url,
         kafka_login=kafka_login(settings, kafka),
+        kafka_cluster=kafka_cluster,
         schema_registry=schema_registry(
             registry, credentials_dir=registrycredentials.CREDENTIALS_DIR
         ),
