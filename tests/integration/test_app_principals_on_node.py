@@ -231,13 +231,14 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     )
     cluster_id = _cluster_id(kube)
     user = f"rillet.{cluster_id}.{namespace}.{app}"
+    group = f"rillet.{namespace}.{app}"  # its consumer group: the same in every cluster
     assert _acls(admin, user) == {
         ("TOPIC", lines, "LITERAL", "READ"),
         ("TOPIC", lines, "LITERAL", "DESCRIBE_CONFIGS"),
         ("TOPIC", counts, "LITERAL", "WRITE"),
-        ("GROUP", user, "LITERAL", "READ"),
-        ("GROUP", f"{user}.", "PREFIXED", "READ"),
-        ("TRANSACTIONAL_ID", f"{user}.", "PREFIXED", "WRITE"),
+        ("GROUP", group, "LITERAL", "READ"),
+        ("GROUP", f"{group}.", "PREFIXED", "READ"),
+        ("TRANSACTIONAL_ID", f"{group}.", "PREFIXED", "WRITE"),
     }
     truth = produce_lines(cluster.bootstrap, lines, 20_000, seed=11, config=admin_config)
     wait_table(cluster.bootstrap, counts, truth, timeout=420, config=admin_config)

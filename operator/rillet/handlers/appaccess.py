@@ -175,7 +175,7 @@ def _kept(access: KafkaAccess, secret: Mapping[str, Any] | None) -> _Credentials
     if secret is None or password is None:
         raise AccessError(
             f"Secret {access.secret_name} has no {kafkaaccess.PASSWORD_KEY!r} key: delete it "
-            "and the operator makes a new one"
+            f"and SCRAM user {access.user} in Kafka, and the operator makes both anew"
         )
     annotations = secret.get("metadata", {}).get("annotations") or {}
     return _Credentials(
