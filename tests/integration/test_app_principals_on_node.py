@@ -28,6 +28,9 @@ A second broker and operator, without Spark (its sweep every 2 s):
   it is (its password still logs in, no ACL is added), the App is Stalled PrincipalExists with
   a Warning Event of that reason, and no driver StatefulSet is made; the user deleted, the
   App gets its Secret and its user logs in with the Secret's password;
+- a Secret `<app>-kafka` written by someone else, naming the operator's own user, is never
+  used: the App is Stalled ObjectNotOwned, the admin's password and ACLs are as they were, and
+  deleting the App removes no user;
 - the sweep removes a user of this cluster's id for an App that does not exist (and its ACLs),
   at start-up and again later, and keeps a user of another cluster's id, one of a namespace
   the operator does not watch, and that of an existing App.
@@ -316,7 +319,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert ("TOPIC", lines, "LITERAL", "READ") in granted
     assert ("TOPIC", counts, "LITERAL", "READ") in granted
     assert ("TOPIC", f"{intruder}-out", "LITERAL", "READ") in granted  # its markers
-    truth += produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
+    later = produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
     # Lines that are a word as the Table keys it (lowercase), after the counts above are in.
     producer = Producer({**admin_config, "bootstrap.servers": cluster.bootstrap})
     for _ in range(5):
@@ -341,6 +344,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert len(kafka) == 5
     assert all(isinstance(n, int) and n >= truth["kafka"] > 0 for n in kafka), kafka
     assert all(row["count"] is None for row in looked_up if row["value"] != "kafka")
+    truth += later
     truth["kafka"] += 5
 
     # Rotation: a new token on the App's annotation; the driver restarts with the new password.
@@ -442,7 +446,36 @@ def test_a_foreign_user_is_left_alone_and_orphaned_users_of_this_cluster_are_swe
             app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
         ),
     )
+    # A Secret of another App's name, written by someone else, naming the operator's user.
+    forged, forged_lines, forged_counts = names(f"{kafka_prefix}-f")
+    security = cluster.security
+    assert security is not None
+    kube.kubectl(
+        "create", "secret", "generic", f"{forged}-kafka", "-n", namespace,
+        f"--from-literal=username={security.admin_user}", "--from-literal=password=guessed",
+    )  # fmt: skip
+    apply(
+        kube,
+        *word_count(
+            forged,
+            namespace,
+            image=runtime_image,
+            reads=forged_lines,
+            writes=forged_counts,
+            sql=COUNT_WORDS,
+        ),
+    )
     own.start()
+
+    not_ours = wait_for(
+        stalled(kube, forged, namespace), timeout=120, interval=2, what="the forged App Stalled"
+    )
+    assert not_ours["reason"] == "ObjectNotOwned", not_ours
+    assert f"records username '{security.admin_user}'" in not_ours["message"]
+    assert not _acls(admin, security.admin_user)
+    assert not exists(kube, "statefulset", f"{forged}-driver", namespace)
+    kube.kubectl("delete", "app", forged, "-n", namespace, "--wait=true", timeout=120)
+    assert _logs_in(cluster, security.admin_user, security.admin_password)
 
     refused = wait_for(
         stalled(kube, app, namespace), timeout=120, interval=2, what="the App Stalled"

@@ -5,6 +5,9 @@ Test plan:
 - two clusters name the App `shop/billing` differently, and a name parses back to its App only
   for the cluster that made it (never another cluster's, a legacy `rillet.<ns>.<app>`, a
   person's user);
+- an App's Secret decides its username only if it records one Rillet gives that App (the
+  current name, or the one before cluster ids: never renamed); another (the operator's own,
+  another App's) is refused, and none recorded is the current name;
 - the sweep removes this cluster's users of watched namespaces whose App is gone, and keeps
   another cluster's users, users of unwatched namespaces (kopf's patterns: globs, `!`) and
   users of Apps that exist;
@@ -69,6 +72,17 @@ def test_two_clusters_never_share_an_apps_user_and_a_name_parses_back_for_its_ow
     assert kafkaaccess.owner_of(f"rillet.{HERE}.shop.a.b", cluster=HERE) == ("shop", "a.b")
     for foreign in (there, "rillet.shop.billing", "alice", f"rillet.{HERE}.shop", f"x.{HERE}.a.b"):
         assert kafkaaccess.owner_of(foreign, cluster=HERE) is None
+
+
+def test_a_secret_keeps_its_apps_username_only_if_rillet_gives_that_name_to_that_app() -> None:
+    def user(recorded: str | None) -> str | None:
+        return kafkaaccess.username_of(recorded, cluster=HERE, namespace="shop", app="billing")
+
+    assert user(None) == f"rillet.{HERE}.shop.billing"
+    assert user(f"rillet.{HERE}.shop.billing") == f"rillet.{HERE}.shop.billing"
+    assert user("rillet.shop.billing") == "rillet.shop.billing"  # made before cluster ids
+    for foreign in ("admin", f"rillet.{HERE}.bank.billing", f"rillet.{THERE}.shop.billing"):
+        assert user(foreign) is None
 
 
 def test_the_sweep_removes_only_this_clusters_users_of_watched_namespaces_without_an_app() -> None:

@@ -116,7 +116,7 @@ class AppAccess:
                 if made is not None:
                     return made
                 existing = await kube.read_secret(access.namespace, access.secret_name)
-        return _kept(access, existing)
+        return _kept(access, existing, self.cluster)
 
     async def _rotate(self, access: KafkaAccess, kube: AppKube, kept: _Credentials) -> _Credentials:
         """A new password: set in Kafka first, then in the Secret with the token. A crash
@@ -147,6 +147,8 @@ class AppAccess:
         except KafkaUnavailableError as error:
             message = f"cannot set up the App's Kafka principal: Kafka is unreachable ({error})"
             return Provisioned(problem=(appstatus.KAFKA_UNAVAILABLE, message))
+        except ForeignSecretError as error:
+            return Provisioned(problem=(appstatus.OBJECT_NOT_OWNED, str(error)))
         except AccessError as error:
             message = f"cannot set up Kafka principal {kafkaaccess.principal(access.user)}: {error}"
             return Provisioned(problem=(appstatus.KAFKA_ACCESS_NOT_GRANTED, message))
@@ -168,21 +170,40 @@ def _username(secret: Mapping[str, Any] | None) -> str | None:
     return base64.b64decode(encoded).decode() if encoded else None
 
 
-def _kept(access: KafkaAccess, secret: Mapping[str, Any] | None) -> _Credentials:
-    """The login an existing Secret records: its username wins over the one a new App gets
-    (a Secret made before cluster ids names `rillet.<ns>.<app>`: never renamed)."""
+class ForeignSecretError(AccessError):
+    """The App's Secret records a username Rillet never gives this App."""
+
+
+def _recorded_user(
+    secret: Mapping[str, Any] | None, *, cluster: str, namespace: str, app: str
+) -> str:
+    """The App's user as its Secret records it (kafkaaccess.username_of); raises
+    ForeignSecretError for a username Rillet never gives this App."""
+    recorded = _username(secret)
+    user = kafkaaccess.username_of(recorded, cluster=cluster, namespace=namespace, app=app)
+    if user is None:
+        names = kafkaaccess.app_usernames(cluster=cluster, namespace=namespace, app=app)
+        raise ForeignSecretError(
+            f"Secret {kafkaaccess.secret_name(app)} records username {recorded!r}, which Rillet "
+            f"never gives this App ({' or '.join(names)}): Rillet did not write it. Delete the "
+            "Secret (and the App's SCRAM user, if any) and the operator makes both anew"
+        )
+    return user
+
+
+def _kept(access: KafkaAccess, secret: Mapping[str, Any] | None, cluster: str) -> _Credentials:
+    """The login an existing Secret records (its username, if Rillet's, wins over the one a
+    new App gets)."""
     password = _password(secret)
     if secret is None or password is None:
         raise AccessError(
             f"Secret {access.secret_name} has no {kafkaaccess.PASSWORD_KEY!r} key: delete it "
             f"and SCRAM user {access.user} in Kafka, and the operator makes both anew"
         )
+    user = _recorded_user(secret, cluster=cluster, namespace=access.namespace, app=access.app)
     annotations = secret.get("metadata", {}).get("annotations") or {}
     return _Credentials(
-        _username(secret) or access.user,
-        password,
-        new=False,
-        rotation=annotations.get(kafkaaccess.ROTATED_ANNOTATION),
+        user, password, new=False, rotation=annotations.get(kafkaaccess.ROTATED_ANNOTATION)
     )
 
 
@@ -207,9 +228,11 @@ async def remove(body: kopf.Body, access: AppAccess, kube: AppKube, *, retry: in
     if apptargets.standing_reason(body) == appstatus.PRINCIPAL_EXISTS:
         return  # the user of its name is not the App's: never removed with it
     secret = await kube.read_secret(namespace, kafkaaccess.secret_name(name))
-    user = _username(secret) or kafkaaccess.principal_name(
-        cluster=access.cluster, namespace=namespace, app=name
-    )
+    try:
+        user = _recorded_user(secret, cluster=access.cluster, namespace=namespace, app=name)
+    except ForeignSecretError as error:
+        kopf.warn(body, reason="KafkaPrincipalKept", message=f"no SCRAM user removed: {error}")
+        return
     try:
         await access.admin.remove(user)
     except KafkaUnavailableError as error:

@@ -30,6 +30,7 @@ from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
+from rillet.reconcile import naming
 
 ResourceType = Literal["TOPIC", "GROUP", "TRANSACTIONAL_ID"]
 PatternType = Literal["LITERAL", "PREFIXED"]
@@ -78,6 +79,24 @@ def principal_name(*, cluster: str, namespace: str, app: str) -> str:
     namespace of 63 characters at most, an App of 253) keep it short enough for ACLs and logs.
     """
     return f"{USER_PREFIX}.{cluster}.{namespace}.{app}"
+
+
+def app_usernames(*, cluster: str, namespace: str, app: str) -> tuple[str, str]:
+    """The usernames Rillet gives an App: the current one, and the one before cluster ids
+    (`rillet.<namespace>.<app>`)."""
+    legacy = naming.consumer_group(namespace=namespace, app=app)
+    return principal_name(cluster=cluster, namespace=namespace, app=app), legacy
+
+
+def username_of(recorded: str | None, *, cluster: str, namespace: str, app: str) -> str | None:
+    """The App's user given the username its Secret records: that one, if Rillet gives it to
+    this App (a Secret made before cluster ids keeps `rillet.<ns>.<app>`: a live principal is
+    never renamed); the current name if none is recorded; None for any other (a Secret Rillet
+    did not write: it could name the operator's own user, or another App's)."""
+    names = app_usernames(cluster=cluster, namespace=namespace, app=app)
+    if recorded is None:
+        return names[0]
+    return recorded if recorded in names else None
 
 
 def owner_of(user: str, *, cluster: str) -> tuple[str, str] | None:

@@ -20,6 +20,7 @@ from rillet.reconcile.appobjects import contexts, metadata
 class KafkaAccess:
     """The principal of one App: SCRAM user, ACLs, and the Secret that holds its password."""
 
+    app: str  # the App's name
     user: str  # the name for a new principal; an existing Secret's username wins
     grants: frozenset[kafkaaccess.Grant]
     secret: dict[str, Any]
@@ -46,6 +47,7 @@ def build_kafka_access(context: contexts.AppContext) -> KafkaAccess | None:
         "type": "Opaque",
     }
     return KafkaAccess(
+        app=context.name,
         user=kafkaaccess.principal_name(
             cluster=context.env.kafka_cluster, namespace=context.namespace, app=context.name
         ),
