@@ -14,17 +14,25 @@ Test plan:
 - rotation is due only when the App's token is set and differs from the Secret's record;
 - the driver pod template carries the App's rotation token (a new token rolls the driver),
   only with App principals on; without the annotation the template is as before (an upgrade
-  rolls no driver); the App's principal carries the token for provisioning.
+  rolls no driver); the App's principal carries the token for provisioning;
+- kopf, which leaves annotations under its storage prefix (rillet.io/) out of the changes it
+  reacts to, sees a new token as a change of the App (the field the App handlers declare).
 """
 
 from __future__ import annotations
 
+from typing import Any, cast
+
+import kopf
 import pytest
 import yaml
 
 from rillet.driverapi import runspecs
+from rillet.handlers import apps as app_handlers
+from rillet.handlers import lifecycle
 from rillet.reconcile import kafkaaccess, manifests, principalsweeps, runresolving
 from rillet.reconcile.appobjects import building, contexts
+from rillet.settings import OperatorSettings
 
 pytestmark = pytest.mark.unit
 
@@ -164,3 +172,19 @@ def test_a_new_rotation_token_changes_the_driver_template_and_reaches_provisioni
     assert plain.spec_hash == second.spec_hash
     off = _objects('{"rillet.io/rotate-credentials": "1"}', None)
     assert "rillet.io/rotated-credentials" not in _template_annotations(off)
+
+
+def test_kopf_sees_a_new_rotation_token_as_a_change_of_the_app() -> None:
+    settings = kopf.OperatorSettings()
+    lifecycle.configure(settings, OperatorSettings())
+    storage = settings.persistence.diffbase_storage
+    marked = {"rillet.io/kopf-managed": "yes"}  # kopf marks the prefix its storage uses
+    rotated = {**marked, kafkaaccess.ROTATE_ANNOTATION: "1"}
+    before = kopf.Body(cast(Any, {"metadata": {"annotations": marked}, "spec": {"image": "x"}}))
+    after = kopf.Body(cast(Any, {"metadata": {"annotations": rotated}, "spec": {"image": "x"}}))
+    fields: list[Any] = [app_handlers.ROTATION_FIELD]
+    # Without the declared field the token is invisible to kopf; with it, it is a change.
+    assert storage.build(body=before) == storage.build(body=after)
+    assert storage.build(body=before, extra_fields=fields) != storage.build(
+        body=after, extra_fields=fields
+    )

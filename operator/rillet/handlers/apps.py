@@ -16,7 +16,7 @@ from urllib3.exceptions import HTTPError
 from rillet.api.v1alpha1 import objects
 from rillet.handlers import appaccess, appreconciling
 from rillet.k8s import applying
-from rillet.reconcile import appobservations
+from rillet.reconcile import appobservations, kafkaaccess
 
 KIND = "App"
 PLURAL = "apps"
@@ -44,6 +44,17 @@ async def reconcile_app(
         patch.status[key] = value
     for note in report.notes:
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
+
+
+# kopf leaves the annotations under its own storage prefix (rillet.io/) out of the changes it
+# reacts to. Declaring this one a field of a handler brings it back into them: a new rotation
+# token is an update, and reconcile_app rotates the password (handlers.appaccess).
+ROTATION_FIELD = ("metadata", "annotations", kafkaaccess.ROTATE_ANNOTATION)
+
+
+@kopf.on.field(*RESOURCE, field=ROTATION_FIELD)
+def notice_rotation(**_: Any) -> None:
+    """No work of its own: reconcile_app, run for the same change, rotates."""
 
 
 def _principals_on(memo: kopf.Memo, **_: Any) -> bool:
