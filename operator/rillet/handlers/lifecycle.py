@@ -41,6 +41,7 @@ FINALIZER = "rillet.io/finalizer"
 GC_YOUNG_THRESHOLD = 10_000
 # Its uid is the usual id of a Kubernetes cluster (it is never deleted nor made again).
 CLUSTER_ID_NAMESPACE = "kube-system"
+USER_ANNOTATIONS = frozenset({kafkaaccess.ROTATE_ANNOTATION})
 
 
 @kopf.on.startup()
@@ -95,10 +96,28 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     )
 
 
+class ProgressStorage(kopf.AnnotationsProgressStorage):
+    """kopf's progress in annotations `rillet.io/...`, which kopf leaves out of the changes it
+    reacts to, as its own. Users' annotations of that prefix that ask for work stay in:
+    `rillet.io/rotate-credentials` (a new token is an update of the App; the App handlers also
+    declare it a field, which keeps it in kopf's record of the last handled state)."""
+
+    def clear(self, *, essence: Any) -> Any:
+        asked = {
+            key: value
+            for key, value in (essence.get("metadata", {}).get("annotations") or {}).items()
+            if key in USER_ANNOTATIONS
+        }
+        cleared = super().clear(essence=essence)
+        if asked:
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(asked)
+        return cleared
+
+
 def configure(settings: kopf.OperatorSettings, operator: OperatorSettings) -> None:
     """kopf's settings: where it keeps its state, what it posts, how it queues."""
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="rillet.io")
+    settings.persistence.progress_storage = ProgressStorage(prefix="rillet.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="rillet.io", key="last-handled-configuration"
     )
