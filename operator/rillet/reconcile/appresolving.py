@@ -122,11 +122,18 @@ class Resolution:
 
 def _parse_app(body: Mapping[str, Any]) -> apps.App:
     meta = body["metadata"]
+    kept = {key: meta.get(key) for key in ("name", "namespace", "uid", "generation")}
+    # Of the annotations, only those the App's objects depend on (the rotation token).
+    asked = {
+        key: str(value)
+        for key, value in (meta.get("annotations") or {}).items()
+        if key == kafkaaccess.ROTATE_ANNOTATION
+    }
     return apps.App.model_validate(
         {
             "apiVersion": objects.API_VERSION,
             "kind": "App",
-            "metadata": {key: meta.get(key) for key in ("name", "namespace", "uid", "generation")},
+            "metadata": {**kept, **({"annotations": asked} if asked else {})},
             "spec": dict(body.get("spec") or {}),
         }
     )
