@@ -263,6 +263,12 @@ class AppSettings(BaseSettings):
         description="Give each App a Kafka principal of its own: a SCRAM user and exactly the "
         "ACLs its spec needs (needs the operator to log in with SCRAM as a super user).",
     )
+    principal_sweep_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="With kafka_principals: how often the SCRAM users of Apps deleted while "
+        "Kafka was unreachable are looked for and removed (and once at start-up).",
+    )
 
 
 class TableServerSettings(BaseSettings):

@@ -3,9 +3,9 @@
 Test plan (a broker of the test's own: SCRAM-SHA-512, the StandardAuthorizer with
 allow.everyone.if.no.acl.found=false, a certificate from a CA of the test's own, listening on
 the node's address; an operator with the admin's credentials and `kafka.appPrincipals` on):
-- the word count runs as its own SCRAM user `rillet.<ns>.<app>`: the Table equals the ground
-  truth, and Kafka holds exactly the ACLs its spec needs (READ on its input, WRITE on its Table,
-  its groups);
+- the word count runs as its own SCRAM user `rillet.<cluster>.<ns>.<app>` (`<cluster>`: the
+  first 8 hex digits of kube-system's uid): the Table equals the ground truth, and Kafka holds
+  exactly the ACLs its spec needs (READ on its input, WRITE on its Table, its groups);
 - a second App reading a topic that is no Topic of its own (`external`) is refused by Kafka:
   the App is Stalled (KafkaAccessDenied) naming its principal and the topic; given the Topic
   as its input instead (a changed spec), it is granted it and becomes Ready, and its
@@ -16,8 +16,24 @@ the node's address; an operator with the admin's credentials and `kafka.appPrinc
 - no generated password appears in the operator's log, the pods' logs, the pod specs, the
   ConfigMaps, the Apps' status or the Events; the Spark UI (which would show the environment
   and SQL plans) does not answer, the driver's metrics port does;
+- a new token on the word count's `rillet.io/rotate-credentials` rotates its password: the
+  Secret holds a new one, the old one no longer logs in and the new one does, an Event
+  CredentialsRotated says so (without either password), the driver restarts and the Table
+  keeps counting every line exactly;
 - once the App is deleted its user no longer logs in, and no ACL or SCRAM credential of it
   is left (one of the other mechanism, added by hand, included).
+
+A second broker and operator, without Spark (its sweep every 2 s):
+- a SCRAM user of an App's name that exists before the App (no Secret records it) is left as
+  it is (its password still logs in, no ACL is added), the App is Stalled PrincipalExists with
+  a Warning Event of that reason, and no driver StatefulSet is made; the user deleted, the
+  App gets its Secret and its user logs in with the Secret's password;
+- a Secret `<app>-kafka` written by someone else, naming the operator's own user, is never
+  used: the App is Stalled ObjectNotOwned, the admin's password and ACLs are as they were, and
+  deleting the App removes no user;
+- the sweep removes a user of this cluster's id for an App that does not exist (and its ACLs),
+  at start-up and again later, and keeps a user of another cluster's id, one of a namespace
+  the operator does not watch, and that of an existing App.
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
+    AclBinding,
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
@@ -39,6 +56,7 @@ from confluent_kafka.admin import (
     ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
+    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
@@ -50,7 +68,7 @@ from rillet_devstack.kafka import KafkaCluster, secure
 from rillet_devstack.operating import OperatorProcess
 
 from .conftest import Kube
-from .objects import apply, get, wait_condition
+from .objects import apply, exists, get, wait_condition
 from .polling import wait_for
 from .wordcounts import (
     C1_ONLY,
@@ -110,11 +128,38 @@ def _acls(admin: AdminClient, user: str) -> set[tuple[str, str, str, str]]:
     }
 
 
-def _password(kube: Kube, namespace: str, app: str) -> str:
-    secret = json.loads(
+def _secret(kube: Kube, namespace: str, app: str) -> dict[str, Any]:
+    return json.loads(  # type: ignore[no-any-return]
         kube.kubectl("get", "secret", f"{app}-kafka", "-n", namespace, "-o", "json").stdout
     )
-    return base64.b64decode(secret["data"]["password"]).decode()
+
+
+def _password(kube: Kube, namespace: str, app: str) -> str:
+    return base64.b64decode(_secret(kube, namespace, app)["data"]["password"]).decode()
+
+
+def _cluster_id(kube: Kube) -> str:
+    """This Kubernetes cluster's id in user names: the start of kube-system's uid."""
+    uid = kube.kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}")
+    return uid.stdout.strip().replace("-", "")[:8]
+
+
+def _events(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
+    listed = kube.kubectl(
+        "get", "events", "-n", namespace, f"--field-selector=reason={reason}", "-o", "json"
+    )
+    return list(json.loads(listed.stdout)["items"])
+
+
+def _scram_users(admin: AdminClient) -> set[str]:
+    return set(admin.describe_user_scram_credentials().result(timeout=30))  # type: ignore[union-attr]
+
+
+def _add_user(admin: AdminClient, user: str, password: str) -> None:
+    upsert = UserScramCredentialUpsertion(
+        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
+    )
+    admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
 
 
 def _logs(kube: Kube, namespace: str) -> list[str]:
@@ -187,14 +232,16 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     wait_for(
         driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
     )
-    user = f"rillet.{namespace}.{app}"
+    cluster_id = _cluster_id(kube)
+    user = f"rillet.{cluster_id}.{namespace}.{app}"
+    group = f"rillet.{namespace}.{app}"  # its consumer group: the same in every cluster
     assert _acls(admin, user) == {
         ("TOPIC", lines, "LITERAL", "READ"),
         ("TOPIC", lines, "LITERAL", "DESCRIBE_CONFIGS"),
         ("TOPIC", counts, "LITERAL", "WRITE"),
-        ("GROUP", user, "LITERAL", "READ"),
-        ("GROUP", f"{user}.", "PREFIXED", "READ"),
-        ("TRANSACTIONAL_ID", f"{user}.", "PREFIXED", "WRITE"),
+        ("GROUP", group, "LITERAL", "READ"),
+        ("GROUP", f"{group}.", "PREFIXED", "READ"),
+        ("TRANSACTIONAL_ID", f"{group}.", "PREFIXED", "WRITE"),
     }
     truth = produce_lines(cluster.bootstrap, lines, 20_000, seed=11, config=admin_config)
     wait_table(cluster.bootstrap, counts, truth, timeout=420, config=admin_config)
@@ -230,7 +277,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
         stalled(kube, intruder, namespace), timeout=300, interval=3, what="the intruder Stalled"
     )
     assert refused["reason"] == "KafkaAccessDenied", refused
-    assert f"User:rillet.{namespace}.{intruder}" in refused["message"]
+    assert f"User:rillet.{cluster_id}.{namespace}.{intruder}" in refused["message"]
     assert f"topics [{lines}] (TOPIC_AUTHORIZATION_FAILED)" in refused["message"]
 
     passwords = [_password(kube, namespace, app), _password(kube, namespace, intruder)]
@@ -268,11 +315,11 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     patch = json.dumps({"spec": spec})
     kube.kubectl("patch", "app", intruder, "-n", namespace, "--type=merge", "-p", patch)
     wait_condition(kube, "app", intruder, namespace, timeout=300)
-    granted = _acls(admin, f"rillet.{namespace}.{intruder}")
+    granted = _acls(admin, f"rillet.{cluster_id}.{namespace}.{intruder}")
     assert ("TOPIC", lines, "LITERAL", "READ") in granted
     assert ("TOPIC", counts, "LITERAL", "READ") in granted
     assert ("TOPIC", f"{intruder}-out", "LITERAL", "READ") in granted  # its markers
-    produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
+    later = produce_lines(cluster.bootstrap, lines, 2_000, seed=12, config=admin_config)
     # Lines that are a word as the Table keys it (lowercase), after the counts above are in.
     producer = Producer({**admin_config, "bootstrap.servers": cluster.bootstrap})
     for _ in range(5):
@@ -297,8 +344,53 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert len(kafka) == 5
     assert all(isinstance(n, int) and n >= truth["kafka"] > 0 for n in kafka), kafka
     assert all(row["count"] is None for row in looked_up if row["value"] != "kafka")
+    truth += later
+    truth["kafka"] += 5
 
+    # Rotation: a new token on the App's annotation; the driver restarts with the new password.
     assert _logs_in(cluster, user, passwords[0])
+    driver_uid = get(kube, "pod", f"{app}-driver-0", namespace)["metadata"]["uid"]
+    kube.kubectl(
+        "annotate", "app", app, "-n", namespace, "rillet.io/rotate-credentials=first", "--overwrite"
+    )
+    wait_for(
+        lambda: (
+            _secret(kube, namespace, app)["metadata"]
+            .get("annotations", {})
+            .get("rillet.io/rotated-credentials")
+            == "first"
+        ),
+        timeout=120,
+        interval=2,
+        what="the Secret recording the rotation",
+    )
+    rotated = _password(kube, namespace, app)
+    assert rotated != passwords[0]
+    assert not _logs_in(cluster, user, passwords[0]), "the old password still logs in"
+    assert _logs_in(cluster, user, rotated)
+    said = wait_for(
+        lambda: _events(kube, namespace, "CredentialsRotated"),
+        timeout=60,
+        interval=2,
+        what="an Event CredentialsRotated",
+    )
+    assert user in said[0]["message"]
+    wait_for(
+        lambda: (p := driver_running(kube, namespace)()) and p["metadata"]["uid"] != driver_uid,
+        timeout=240,
+        interval=2,
+        what="a new driver pod Running",
+    )
+    truth += produce_lines(cluster.bootstrap, lines, 3_000, seed=13, config=admin_config)
+    wait_table(cluster.bootstrap, counts, truth, timeout=420, config=admin_config)
+    shown = [
+        own.log.read_text(encoding="utf-8", errors="replace"),
+        kube.kubectl("get", "events,pods,statefulsets", "-n", namespace, "-o", "json").stdout,
+        json.dumps(get(kube, "app", app, namespace)),
+    ]
+    assert not [text for text in shown if rotated in text], "the new password was shown"
+    passwords[0] = rotated
+
     # A credential of the other SCRAM mechanism (set by hand, say) goes with the App too.
     other = UserScramCredentialUpsertion(
         user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), b"set-by-hand"
@@ -312,3 +404,127 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     with pytest.raises(KafkaException) as described:
         credentials[user].result(timeout=30)
     assert described.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_a_foreign_user_is_left_alone_and_orphaned_users_of_this_cluster_are_swept(
+    kube: Kube,
+    kafka_prefix: str,
+    runtime_image: str,
+    node_secured_kafka: KafkaCluster,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    cluster = node_secured_kafka
+    admin = AdminClient(cluster.client_config())
+    own = lone_operator(settings={**_settings(cluster), "RILLET_APP_PRINCIPAL_SWEEP_SECONDS": "2"})
+    namespace = own.namespace_pattern
+    cluster_id = _cluster_id(kube)
+    app, lines, counts = names(kafka_prefix)
+    user = f"rillet.{cluster_id}.{namespace}.{app}"
+    orphan = f"rillet.{cluster_id}.{namespace}.{kafka_prefix}-gone"
+    others = {
+        f"rillet.{'0' * 8 if cluster_id != '0' * 8 else '1' * 8}.{namespace}.{kafka_prefix}-gone",
+        f"rillet.{cluster_id}.default.{kafka_prefix}-gone",  # a namespace not watched
+    }
+    # Before the operator starts (its first sweep runs at start-up): the App exists already,
+    # and so does a user of its name that Rillet did not make.
+    _add_user(admin, user, "set-by-someone")
+    for made in (orphan, *others):
+        _add_user(admin, made, "left-behind")
+    grant = AclBinding(
+        ResourceType.TOPIC,
+        lines,
+        ResourcePatternType.LITERAL,
+        f"User:{orphan}",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.ALLOW,
+    )
+    admin.create_acls([grant])[grant].result(timeout=30)
+    apply(
+        kube,
+        *word_count(
+            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
+        ),
+    )
+    # A Secret of another App's name, written by someone else, naming the operator's user.
+    forged, forged_lines, forged_counts = names(f"{kafka_prefix}-f")
+    security = cluster.security
+    assert security is not None
+    kube.kubectl(
+        "create", "secret", "generic", f"{forged}-kafka", "-n", namespace,
+        f"--from-literal=username={security.admin_user}", "--from-literal=password=guessed",
+    )  # fmt: skip
+    apply(
+        kube,
+        *word_count(
+            forged,
+            namespace,
+            image=runtime_image,
+            reads=forged_lines,
+            writes=forged_counts,
+            sql=COUNT_WORDS,
+        ),
+    )
+    own.start()
+
+    not_ours = wait_for(
+        stalled(kube, forged, namespace), timeout=120, interval=2, what="the forged App Stalled"
+    )
+    assert not_ours["reason"] == "ObjectNotOwned", not_ours
+    assert f"records username '{security.admin_user}'" in not_ours["message"]
+    assert not _acls(admin, security.admin_user)
+    assert not exists(kube, "statefulset", f"{forged}-driver", namespace)
+    kube.kubectl("delete", "app", forged, "-n", namespace, "--wait=true", timeout=120)
+    assert _logs_in(cluster, security.admin_user, security.admin_password)
+
+    refused = wait_for(
+        stalled(kube, app, namespace), timeout=120, interval=2, what="the App Stalled"
+    )
+    assert refused["reason"] == "PrincipalExists", refused
+    assert user in refused["message"]
+    assert "delete that user" in refused["message"]
+    warned = wait_for(
+        lambda: _events(kube, namespace, "PrincipalExists"),
+        timeout=60,
+        interval=2,
+        what="an Event PrincipalExists",
+    )
+    assert warned[0]["type"] == "Warning"
+    assert _logs_in(cluster, user, "set-by-someone"), "the foreign user's password was changed"
+    assert not _acls(admin, user)
+    assert not exists(kube, "statefulset", f"{app}-driver", namespace)
+    assert not exists(kube, "secret", f"{app}-kafka", namespace)
+
+    wait_for(
+        lambda: orphan not in _scram_users(admin),
+        timeout=60,
+        interval=1,
+        what="the orphaned user swept",
+    )
+    assert not _acls(admin, orphan)
+    # A later pass sweeps a new orphan too, and has kept the others all along.
+    later = f"rillet.{cluster_id}.{namespace}.{kafka_prefix}-gone-later"
+    _add_user(admin, later, "left-behind")
+    wait_for(
+        lambda: later not in _scram_users(admin),
+        timeout=60,
+        interval=1,
+        what="a later orphan swept",
+    )
+    assert others | {user} <= _scram_users(admin)
+
+    # The foreign user deleted, the App makes its own (the scaling loop retries it).
+    deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
+    admin.alter_user_scram_credentials([deletion])[user].result(timeout=30)
+    wait_for(
+        lambda: exists(kube, "secret", f"{app}-kafka", namespace),
+        timeout=120,
+        interval=2,
+        what="the App's Secret",
+    )
+    wait_for(
+        lambda: _logs_in(cluster, user, _password(kube, namespace, app)),
+        timeout=60,
+        interval=2,
+        what="the App's user logging in with its Secret's password",
+    )

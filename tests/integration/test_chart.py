@@ -9,6 +9,8 @@ Test plan:
   monitors at once (the operator would be scraped twice).
 - a schema registry's URL reaches the operator as a value, its credentials from the Secret
   named (secretKeyRefs), with the rights to write each Avro App's copy; by default neither;
+- with per-App principals the operator may patch Secrets (a rotated password) and is given the
+  sweep's pace; reading kube-system's uid needs nothing more than its `get` on namespaces;
 - the Grafana dashboard is off by default; on, it renders as a ConfigMap labelled for Grafana's
   sidecar (grafana_dashboard: "1", merged with labels of the values), with the values'
   annotations, in the release's namespace or the one given, holding dashboards/rillet.json as
@@ -218,6 +220,28 @@ def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_se
     ]
 
 
+def test_app_principals_let_the_operator_patch_secrets_and_set_the_sweeps_pace(
+    kube: Kube,
+) -> None:
+    objects = rendered(
+        kube,
+        *ANY,
+        *("--set", "kafka.appPrincipals=true", "--set", "kafka.appPrincipalSweepSeconds=60"),
+    )
+    # Each App's Secret <app>-kafka: created once, patched when its password is rotated.
+    assert _secret_rules(objects) == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}
+    ]
+    env = _operator_env(objects)
+    assert env["RILLET_APP_KAFKA_PRINCIPALS"]["value"] == "true"
+    assert env["RILLET_APP_PRINCIPAL_SWEEP_SECONDS"]["value"] == "60"
+    # kube-system's uid, this cluster's id in user names: `get` on every namespace covers it.
+    (role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]} in (
+        role["rules"]
+    )
+
+
 def _dashboard_configmaps(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [o for o in objects if o["kind"] == "ConfigMap" and "rillet.json" in o.get("data", {})]
 
@@ -408,6 +432,8 @@ def _assert_only_watched_reached(
         ("create", "roles.rbac.authorization.k8s.io"),
     ):
         assert not can_i(verb, resource, "-n", unwatched), (verb, resource)
+    # kube-system's uid is this cluster's id in App principals' names (read at start-up).
+    assert can_i("get", "namespaces/kube-system")
     listed = as_operator.kubectl("auth", "can-i", "--list", "-n", unwatched).stdout
     granted = {line.split()[0] for line in listed.splitlines()[1:] if line.strip()}
     # Cluster-wide reads (namespaces, CRDs, nodes) and what every authenticated user may do.

@@ -44,6 +44,7 @@ from rillet.runtime.queries import kafkalogin
 from rillet.settings import AppSettings, KafkaSettings
 
 UID = "7d3c0a8e-0000-4000-8000-000000000002"
+CLUSTER = "5f2b9c01"
 LOGIN = runspecs.KafkaLogin(
     security_protocol="SASL_SSL",
     sasl_mechanism="SCRAM-SHA-512",
@@ -152,7 +153,9 @@ def test_the_plan_creates_the_missing_and_deletes_the_unwanted_grants() -> None:
 
 
 def _objects(login: runspecs.KafkaLogin | None) -> building.AppObjects:
-    env = contexts.AppEnvironment(kafka_bootstrap="kafka:9093", kafka_login=login)
+    env = contexts.AppEnvironment(
+        kafka_bootstrap="kafka:9093", kafka_login=login, kafka_cluster=CLUSTER
+    )
     return building.build_app_objects(*_app_and_run_spec(login=login), env)
 
 
@@ -178,7 +181,7 @@ def test_with_app_principals_the_driver_mounts_the_apps_secret_and_no_secret_is_
 
     access = objects.kafka_access
     assert access is not None
-    assert access.user == "rillet.shop.billing"
+    assert access.user == f"rillet.{CLUSTER}.shop.billing"
     assert access.secret["metadata"]["name"] == "billing-kafka"
     assert access.secret["metadata"]["ownerReferences"][0]["uid"] == UID
     assert "data" not in access.secret

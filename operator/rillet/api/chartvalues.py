@@ -67,6 +67,13 @@ class Kafka(ChartModel):
         "SASL_SSL (or SASL_PLAINTEXT) with SCRAM and the operator's user a super user. Off: "
         "Apps connect without credentials (ACLs managed elsewhere).",
     )
+    app_principal_sweep_seconds: float = Field(
+        default=300,
+        gt=0,
+        description="With appPrincipals: how often the operator removes the SCRAM users (and "
+        "ACLs) of Apps deleted while Kafka was unreachable: users of this cluster's id, of a "
+        "watched namespace, whose App is gone.",
+    )
 
 
 class SchemaRegistry(ChartModel):

@@ -115,7 +115,9 @@ async def reconcile(body: Mapping[str, Any], deps: AppDeps) -> notes.Report:
         if provisioned.problem is not None:
             resolution = appresolving.Resolution(blocking_problem=provisioned.problem)
         else:
-            granted = appnotes.granted_notes(access.user, provisioned.changes)
+            granted = appnotes.granted_notes(provisioned.user, provisioned.changes)
+            if provisioned.rotated:
+                granted += appnotes.rotated_note(provisioned.user, access.secret_name)
     resolution, applied = await _apply(resolution, deps)
     driver_pod: dict[str, Any] | None = None
     executor_pods: list[dict[str, Any]] = []

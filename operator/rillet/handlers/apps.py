@@ -16,7 +16,7 @@ from urllib3.exceptions import HTTPError
 from rillet.api.v1alpha1 import objects
 from rillet.handlers import appaccess, appreconciling
 from rillet.k8s import applying
-from rillet.reconcile import appobservations
+from rillet.reconcile import appobservations, kafkaaccess
 
 KIND = "App"
 PLURAL = "apps"
@@ -46,6 +46,17 @@ async def reconcile_app(
         kopf.event(body, type=note.type, reason=note.reason, message=note.message)
 
 
+# kopf leaves the annotations under its own storage prefix (rillet.io/) out of the changes it
+# reacts to. Declaring this one a field of a handler brings it back into them: a new rotation
+# token is an update, and reconcile_app rotates the password (handlers.appaccess).
+ROTATION_FIELD = ("metadata", "annotations", kafkaaccess.ROTATE_ANNOTATION)
+
+
+@kopf.on.field(*RESOURCE, field=ROTATION_FIELD)
+def notice_rotation(**_: Any) -> None:
+    """No work of its own: reconcile_app, run for the same change, rotates."""
+
+
 def _principals_on(memo: kopf.Memo, **_: Any) -> bool:
     deps = memo.get("apps")
     return deps is not None and deps.access is not None
@@ -53,4 +64,4 @@ def _principals_on(memo: kopf.Memo, **_: Any) -> bool:
 
 @kopf.on.delete(*RESOURCE, when=_principals_on)
 async def remove_app_principal(body: kopf.Body, memo: kopf.Memo, retry: int, **_: Any) -> None:
-    await appaccess.remove(body, memo.apps.access, retry=retry)
+    await appaccess.remove(body, memo.apps.access, memo.apps.kube, retry=retry)

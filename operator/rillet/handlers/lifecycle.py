@@ -18,6 +18,7 @@ from rillet.handlers import (
     appscaling,
     indexes,
     nudging,
+    principalsweeping,
     resyncing,
     supervision,
     tables,
@@ -28,7 +29,7 @@ from rillet.kafka.admin import TopicAdmin
 from rillet.kafka.claimstore import ClaimStore
 from rillet.kafka.lag import LagReader
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import appresolving
+from rillet.reconcile import appresolving, kafkaaccess
 from rillet.settings import (
     AppSettings,
     KafkaSettings,
@@ -38,6 +39,9 @@ from rillet.settings import (
 
 FINALIZER = "rillet.io/finalizer"
 GC_YOUNG_THRESHOLD = 10_000
+# Its uid is the usual id of a Kubernetes cluster (it is never deleted nor made again).
+CLUSTER_ID_NAMESPACE = "kube-system"
+USER_ANNOTATIONS = frozenset({kafkaaccess.ROTATE_ANNOTATION})
 
 
 @kopf.on.startup()
@@ -60,7 +64,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         writer=writer,
     )
     app_settings = AppSettings()
-    memo.apps, scaler = start_apps(
+    memo.apps, scaler = await start_apps(
         app_settings,
         kafka,
         SchemaRegistrySettings(),
@@ -71,6 +75,15 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     memo.tasks = start_loops(
         operator, syncer, writer, scaler, kwargs, scale_seconds=app_settings.scale_seconds
     )
+    if memo.apps.access is not None:
+        sweeping = principalsweeping.sweep_forever(
+            memo.apps.access,
+            memo.apps.kube,
+            interval=app_settings.principal_sweep_seconds,
+            patterns=operator.namespaces,
+            listed=operator.listed_namespaces,
+        )
+        memo.tasks.append(asyncio.create_task(sweeping, name="rillet-principal-sweep"))
     # `rillet operator run` gives one holding kopf's stop flag; elsewhere only the probe tells.
     memo.supervisor = memo.get("supervisor") or supervision.Supervisor(stop=None)
     memo.supervisor.watch(memo.tasks)
@@ -83,10 +96,28 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
     )
 
 
+class ProgressStorage(kopf.AnnotationsProgressStorage):
+    """kopf's progress in annotations `rillet.io/...`, which kopf leaves out of the changes it
+    reacts to, as its own. Users' annotations of that prefix that ask for work stay in:
+    `rillet.io/rotate-credentials` (a new token is an update of the App; the App handlers also
+    declare it a field, which keeps it in kopf's record of the last handled state)."""
+
+    def clear(self, *, essence: Any) -> Any:
+        asked = {
+            key: value
+            for key, value in (essence.get("metadata", {}).get("annotations") or {}).items()
+            if key in USER_ANNOTATIONS
+        }
+        cleared = super().clear(essence=essence)
+        if asked:
+            cleared.setdefault("metadata", {}).setdefault("annotations", {}).update(asked)
+        return cleared
+
+
 def configure(settings: kopf.OperatorSettings, operator: OperatorSettings) -> None:
     """kopf's settings: where it keeps its state, what it posts, how it queues."""
     settings.persistence.finalizer = FINALIZER
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="rillet.io")
+    settings.persistence.progress_storage = ProgressStorage(prefix="rillet.io")
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix="rillet.io", key="last-handled-configuration"
     )
@@ -165,7 +196,7 @@ def started(memo: kopf.Memo, **_: Any) -> bool:
     return True
 
 
-def start_apps(
+async def start_apps(
     app_settings: AppSettings,
     kafka: KafkaSettings,
     registry: SchemaRegistrySettings,
@@ -175,14 +206,20 @@ def start_apps(
     namespaced: bool,
 ) -> tuple[appreconciling.AppDeps, appscaling.AppScaler]:
     """What App reconciles use, and the scaling loop (not started yet). `namespaced`: the
-    operator's rights are in its watched namespaces alone."""
+    operator's rights are in its watched namespaces alone. With per-App principals, the id of
+    this cluster in their names is read once here (the uid of `kube-system`)."""
     kube = AppKube(namespaced=namespaced)
-    env = appresolving.environment(app_settings, kafka, registry, apiserver_url=kube.apiserver_url)
+    cluster = ""
+    if app_settings.kafka_principals:
+        cluster = kafkaaccess.cluster_id(await kube.namespace_uid(CLUSTER_ID_NAMESPACE))
+    env = appresolving.environment(
+        app_settings, kafka, registry, apiserver_url=kube.apiserver_url, kafka_cluster=cluster
+    )
     deps = appreconciling.AppDeps(
         kube=kube,
         views=indexes.AppViews.of(indexes_kwargs),
         env=env,
-        access=appaccess.build(app_settings, kafka),
+        access=appaccess.build(app_settings, kafka, cluster=cluster),
         registry=appregistry.build(registry),
     )
     lag = LagReader(kafka.client_config(), timeout=kafka.request_timeout_seconds)

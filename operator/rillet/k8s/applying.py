@@ -27,6 +27,7 @@ from urllib.parse import quote
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from rillet.api.v1alpha1 import objects as api_objects
 from rillet.k8s import login, rest
 from rillet.reconcile import appobjects, naming, ownership
 from rillet.reconcile.appobjects import drivers, metadata
@@ -295,6 +296,39 @@ class AppKube:
         """Create the object unless it exists: one that does is kept as it is (what it holds
         was made once), or, when the object's owner did not make it, ForeignObjectError."""
         await asyncio.to_thread(self._create_once, obj)
+
+    def _patch(self, path: str, patch: Mapping[str, Any]) -> None:
+        self._call("PATCH", path, body=dict(patch), content_type="application/merge-patch+json")
+
+    async def patch_secret(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge `patch` into the Secret (a rotated password)."""
+        path = object_path("v1", "Secret", namespace, name)
+        await asyncio.to_thread(self._patch, path, patch)
+
+    async def namespace_uid(self, name: str) -> str:
+        """The uid of a namespace (kube-system's is the usual id of a cluster)."""
+        found = await asyncio.to_thread(self._call, "GET", f"/api/v1/namespaces/{quote(name)}")
+        return str(found["metadata"]["uid"])
+
+    def _app_keys(self, namespaces: Collection[str]) -> set[tuple[str, str]]:
+        prefix = f"/apis/{api_objects.GROUP}/{api_objects.VERSION}"
+        if self._namespaced:
+            paths = [f"{prefix}/namespaces/{quote(ns)}/apps" for ns in sorted(namespaces)]
+        else:
+            paths = [f"{prefix}/apps"]
+        keys = set()
+        for path in paths:
+            # Raises when a list fails (never an empty answer): the sweep removes what it
+            # does not find.
+            listed = self._call("GET", path)
+            for item in listed.get("items") or []:
+                meta = item["metadata"]
+                keys.add((str(meta["namespace"]), str(meta["name"])))
+        return keys
+
+    async def app_keys(self, namespaces: Collection[str]) -> set[tuple[str, str]]:
+        """(namespace, name) of every App: cluster-wide, or of `namespaces` when namespaced."""
+        return await asyncio.to_thread(self._app_keys, namespaces)
 
     async def driver_pod(self, namespace: str, app: str) -> dict[str, Any] | None:
         """The App's driver pod, None if there is none."""

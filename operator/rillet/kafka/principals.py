@@ -181,6 +181,25 @@ class PrincipalAdmin:
         self._apply_plan(user, plan)
         return plan
 
+    async def exists(self, user: str) -> bool:
+        """Whether Kafka holds a SCRAM credential of `user` (of any mechanism)."""
+        return await asyncio.to_thread(self._has_user, user)
+
+    async def set_password(self, user: str, password: str) -> None:
+        """Give `user` (created if need be) the password `password`, of the operator's mechanism."""
+        await asyncio.to_thread(self._set_password, user, password)
+
+    def _users(self) -> list[str]:
+        future = cast(
+            concurrent.futures.Future[Any], self._client.describe_user_scram_credentials()
+        )
+        described = _wait(future, self._timeout, "list the SCRAM users")
+        return sorted(described or {})
+
+    async def users(self) -> list[str]:
+        """Every SCRAM user Kafka holds."""
+        return await asyncio.to_thread(self._users)
+
     async def ensure(
         self, user: str, password: str, grants: Iterable[Grant], *, new_password: bool = False
     ) -> GrantPlan:

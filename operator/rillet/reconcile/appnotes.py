@@ -118,6 +118,15 @@ def granted_notes(user: str, changes: Sequence[str]) -> tuple[notes.Note, ...]:
     return (notes.Note("Normal", "KafkaAccessGranted", message),)
 
 
+def rotated_note(user: str, secret_name: str) -> tuple[notes.Note, ...]:
+    """An Event for a rotated password (never the password: the Secret holds it)."""
+    message = (
+        f"a new password of Kafka principal {kafkaaccess.principal(user)} is set and in Secret "
+        f"{secret_name}; the driver restarts to log in with it"
+    )
+    return (notes.Note("Normal", "CredentialsRotated", message),)
+
+
 def lost_executors_note(
     previous: Mapping[str, Any], observation: appobservations.AppObservation
 ) -> tuple[notes.Note, ...]:

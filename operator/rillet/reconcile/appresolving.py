@@ -88,8 +88,10 @@ def environment(
     registry: SchemaRegistrySettings,
     *,
     apiserver_url: str,
+    kafka_cluster: str = "",
 ) -> appobjects.AppEnvironment:
-    """The environment every App's objects are built for."""
+    """The environment every App's objects are built for; `kafka_cluster`: this cluster's id
+    in the Apps' SCRAM users (kafkaaccess.cluster_id), needed with per-App principals."""
     return appobjects.AppEnvironment(
         kafka_bootstrap=settings.kafka_bootstrap or kafka.bootstrap,
         image_pull_policy=settings.image_pull_policy,
@@ -97,6 +99,7 @@ def environment(
         checkpoint_size=settings.checkpoint_size,
         apiserver_url=settings.apiserver_url or apiserver_url,
         kafka_login=kafka_login(settings, kafka),
+        kafka_cluster=kafka_cluster,
         schema_registry=schema_registry(
             registry, credentials_dir=registrycredentials.CREDENTIALS_DIR
         ),
@@ -120,11 +123,18 @@ class Resolution:
 
 def _parse_app(body: Mapping[str, Any]) -> apps.App:
     meta = body["metadata"]
+    kept = {key: meta.get(key) for key in ("name", "namespace", "uid", "generation")}
+    # Of the annotations, only those the App's objects depend on (the rotation token).
+    asked = {
+        key: str(value)
+        for key, value in (meta.get("annotations") or {}).items()
+        if key == kafkaaccess.ROTATE_ANNOTATION
+    }
     return apps.App.model_validate(
         {
             "apiVersion": objects.API_VERSION,
             "kind": "App",
-            "metadata": {key: meta.get(key) for key in ("name", "namespace", "uid", "generation")},
+            "metadata": {**kept, **({"annotations": asked} if asked else {})},
             "spec": dict(body.get("spec") or {}),
         }
     )

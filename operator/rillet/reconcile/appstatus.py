@@ -10,7 +10,9 @@ Where an App stands, first match wins:
 - a referenced Topic or Table missing or not Ready: Pending, Reconciling (WaitingForTopics);
 - inputs not co-partitioned: Failed, Stalled (TopicsNotCoPartitioned);
 - the App's own Kafka principal not provisioned: Pending, Reconciling (KafkaUnavailable) while
-  Kafka cannot be reached, Failed, Stalled (KafkaAccessNotGranted) when it refused the operator;
+  Kafka cannot be reached, Failed, Stalled (KafkaAccessNotGranted) when it refused the operator,
+  and Failed, Stalled (PrincipalExists) when a SCRAM user of its name exists that Rillet did not
+  make (no Secret records it): its password and ACLs are left alone;
 - the driver's node lost (not Ready): Failed, Stalled (DriverNodeLost, saying what lets a
   second driver start: the node back, or tainted out-of-service; docs/running-on-a-cluster.md);
 - the driver's image cannot be pulled: Failed, Stalled (DriverImageUnavailable);
@@ -64,6 +66,7 @@ EXECUTORS_UNSCHEDULABLE: Final = "ExecutorsUnschedulable"
 # or Kafka refused the operator (its rights need fixing).
 KAFKA_UNAVAILABLE: Final = "KafkaUnavailable"
 KAFKA_ACCESS_NOT_GRANTED: Final = "KafkaAccessNotGranted"
+PRINCIPAL_EXISTS: Final = "PrincipalExists"
 # Kafka refused the App's principal something it does: how the driver's termination message
 # starts then (runtime.queries.kafkalogin.ACCESS_DENIED).
 KAFKA_ACCESS_DENIED: Final = "KafkaAccessDenied"

@@ -38,6 +38,7 @@ SPEC_REASONS: Final = frozenset(
         appstatus.TOPICS_NOT_CO_PARTITIONED,
         appstatus.KAFKA_UNAVAILABLE,
         appstatus.KAFKA_ACCESS_NOT_GRANTED,
+        appstatus.PRINCIPAL_EXISTS,
     }
 )
 

@@ -1,8 +1,12 @@
 """Pure: the Kafka principal of an App and the ACLs it is granted (least privilege).
 
 With per-App principals on (the chart's `kafka.appPrincipals`), each App logs in to Kafka as a
-SCRAM user of its own, `rillet.<namespace>.<app>` (its consumer group's name), allowed exactly
-what its spec says it reads and writes:
+SCRAM user of its own, `rillet.<cluster>.<namespace>.<app>`, allowed exactly what its spec says
+it reads and writes. `<cluster>` is the first 8 hex digits of the uid of the Kubernetes cluster's
+`kube-system` namespace: two clusters sharing one Kafka never share a user for Apps of the same
+namespace and name. (Dots separate the parts: a namespace has none, so a name parses back.) An
+App whose Secret records another username (one made before the cluster id, `rillet.<ns>.<app>`)
+keeps it: a live principal is never renamed.
 
 - READ (which implies DESCRIBE) on the topics of its Topic and Table inputs, and DESCRIBE_CONFIGS
   on its stream inputs (the driver reads their cleanup policy to tell a lost checkpoint);
@@ -37,6 +41,12 @@ USERNAME_KEY: Final = "username"
 PASSWORD_KEY: Final = "password"
 CA_KEY: Final = "ca.crt"
 CREDENTIALS_DIR: Final = "/etc/rillet/kafka"
+# Rotation: a new token on the App's annotation gets a new password; the Secret records the
+# token it was made for, and the driver pod template carries it (so the driver rolls).
+ROTATE_ANNOTATION: Final = "rillet.io/rotate-credentials"
+ROTATED_ANNOTATION: Final = "rillet.io/rotated-credentials"
+CLUSTER_ID_LENGTH: Final = 8
+USER_PREFIX: Final = "rillet"
 
 
 @dataclass(frozen=True, order=True)
@@ -54,9 +64,53 @@ class Grant:
         return f"{self.operation} on {self.resource_type} {self.name}{star}"
 
 
-def principal_name(*, namespace: str, app: str) -> str:
-    """The SCRAM user of an App (the same name as its consumer group)."""
-    return naming.consumer_group(namespace=namespace, app=app)
+def cluster_id(namespace_uid: str) -> str:
+    """The short id of a Kubernetes cluster, from the uid of its `kube-system` namespace."""
+    digits = namespace_uid.replace("-", "").lower()
+    if len(digits) < CLUSTER_ID_LENGTH or any(c not in "0123456789abcdef" for c in digits):
+        raise ValueError(f"not a uid: {namespace_uid!r}")
+    return digits[:CLUSTER_ID_LENGTH]
+
+
+def principal_name(*, cluster: str, namespace: str, app: str) -> str:
+    """The SCRAM user Rillet makes for an App of the cluster `cluster` (see cluster_id).
+
+    No length limit binds: Kafka stores SCRAM users of any length, and Kubernetes names (a
+    namespace of 63 characters at most, an App of 253) keep it short enough for ACLs and logs.
+    """
+    return f"{USER_PREFIX}.{cluster}.{namespace}.{app}"
+
+
+def app_usernames(*, cluster: str, namespace: str, app: str) -> tuple[str, str]:
+    """The usernames Rillet gives an App: the current one, and the one before cluster ids
+    (`rillet.<namespace>.<app>`)."""
+    legacy = naming.consumer_group(namespace=namespace, app=app)
+    return principal_name(cluster=cluster, namespace=namespace, app=app), legacy
+
+
+def username_of(recorded: str | None, *, cluster: str, namespace: str, app: str) -> str | None:
+    """The App's user given the username its Secret records: that one, if Rillet gives it to
+    this App (a Secret made before cluster ids keeps `rillet.<ns>.<app>`: a live principal is
+    never renamed); the current name if none is recorded; None for any other (a Secret Rillet
+    did not write: it could name the operator's own user, or another App's)."""
+    names = app_usernames(cluster=cluster, namespace=namespace, app=app)
+    if recorded is None:
+        return names[0]
+    return recorded if recorded in names else None
+
+
+def owner_of(user: str, *, cluster: str) -> tuple[str, str] | None:
+    """(namespace, app) of a user principal_name made for `cluster`; None for any other user
+    (another cluster's, one made before cluster ids, one made by hand)."""
+    parts = user.split(".", 3)
+    if len(parts) != 4 or parts[:2] != [USER_PREFIX, cluster] or not all(parts[2:]):
+        return None
+    return parts[2], parts[3]
+
+
+def rotation_due(*, requested: str | None, recorded: str | None) -> bool:
+    """Whether the App asks for a new password: its token differs from the Secret's."""
+    return bool(requested) and requested != recorded
 
 
 def principal(user: str) -> str:

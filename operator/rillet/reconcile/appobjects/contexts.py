@@ -36,6 +36,9 @@ class AppEnvironment:
     # Set when each App logs in to Kafka as its own principal (kafkaaccess): the driver mounts
     # the App's Kafka Secret and the run spec says how to use it.
     kafka_login: runspecs.KafkaLogin | None = None
+    # With kafka_login: the short id of this Kubernetes cluster in the Apps' SCRAM user names
+    # (kafkaaccess.cluster_id), read by the operator at start-up.
+    kafka_cluster: str = ""
     # The schema registry as drivers reach it, for the run specs of Apps that use Avro; with a
     # credentials_dir when the operator has credentials (registrycredentials mounts them there).
     schema_registry: runspecs.SchemaRegistry | None = None

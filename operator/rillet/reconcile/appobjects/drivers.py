@@ -25,6 +25,7 @@ from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import kafkaaccess, naming
 from rillet.reconcile.appobjects import (
     contexts,
+    credentials,
     fragments,
     metadata,
     pods,
@@ -231,6 +232,7 @@ def _driver_pod_metadata(context: contexts.AppContext) -> fragments.Fragment:
             "annotations": {
                 metadata.SPEC_HASH_ANNOTATION: spec_hash(context),
                 "kubectl.kubernetes.io/default-container": DRIVER_CONTAINER,
+                **credentials.rotation_annotations(context),
             },
         }
     }
