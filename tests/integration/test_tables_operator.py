@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kubernetes.client.exceptions import UnprocessableEntityException
 
 from . import watching
 from .conftest import Kube
@@ -241,9 +242,11 @@ INTERNAL_NAME_RULE = "!self.startsWith('_')"
 
 
 @contextlib.contextmanager
-def _tables_crd_without(kube: Kube, rule: str) -> Iterator[None]:
+def _tables_crd_without(kube: Kube, rule: str) -> Iterator[Callable[[], None]]:
     """The Table CRD without one CEL rule for a moment: an object applied then is stored as an
-    older release's CRD let it be, which the operator's models refuse today."""
+    older release's CRD let it be, which the operator's models refuse today. Yields a function
+    that relaxes it again: the apiserver takes a replaced CRD's rules into use a moment later,
+    and another worker's session may apply the CRDs meanwhile (a CI run was refused so)."""
     crd = kube.api.read("crd", "tables.rillet.io")
     assert crd is not None
     original = json.dumps(crd)
@@ -257,9 +260,16 @@ def _tables_crd_without(kube: Kube, rule: str) -> Iterator[None]:
             if rules:
                 node["x-kubernetes-validations"] = kept
     assert found, f"the Table CRD has no rule {rule}"
-    kube.kubectl("replace", "-f", "-", input=json.dumps(relaxed))
+
+    def relax() -> None:
+        current = kube.api.read("crd", "tables.rillet.io")
+        assert current is not None
+        relaxed["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        kube.kubectl("replace", "-f", "-", input=json.dumps(relaxed))
+
+    relax()
     try:
-        yield
+        yield relax
     finally:
         restored = json.loads(original)
         current = kube.api.read("crd", "tables.rillet.io")
@@ -286,11 +296,18 @@ def test_a_stored_table_the_models_refuse_is_stalled_and_keeps_the_internal_topi
     created = kafka_admin.create_topics([NewTopic(internal, num_partitions=1)])
     created[internal].result(timeout=30)
     try:
-        with _tables_crd_without(kube, INTERNAL_NAME_RULE):
-            apply(
-                kube,
-                table(name, namespace, topicName=internal, partitions=1, deletionPolicy="Delete"),
-            )
+        stored = table(name, namespace, topicName=internal, partitions=1, deletionPolicy="Delete")
+        with _tables_crd_without(kube, INTERNAL_NAME_RULE) as relax:
+
+            def applied() -> bool:
+                try:
+                    apply(kube, stored)
+                except UnprocessableEntityException:
+                    relax()
+                    return False
+                return True
+
+            wait_for(applied, timeout=60, interval=2, what="the Table stored without the rule")
         stalled = wait_condition(
             kube, "table", name, namespace, condition_type="Stalled", reason="InvalidSpec"
         )
