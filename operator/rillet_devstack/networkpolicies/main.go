@@ -5,7 +5,8 @@
 //
 // Upstream's command only runs in a pod (rest.InClusterConfig); the stack runs its node parts
 // as host processes, as it does kube-proxy, so this wrapper takes a kubeconfig instead and is
-// otherwise upstream's cmd/main.go without Admin Network Policies.
+// otherwise upstream's cmd/main.go without Admin Network Policies and with the DNS workaround
+// off (kernels from 6.12 have the conntrack fix).
 //
 // Usage: networkpolicies -kubeconfig <file> -hostname-override <node> [-nfqueue-id N]
 package main
@@ -55,8 +56,10 @@ func main() {
 		networkpolicy.Config{
 			QueueID:  *queueID,
 			NodeName: *nodeName,
-			// The stack's containerd has no NRI socket: pod IPs come from the apiserver.
-			NRIdisabled: true,
+			// NRI stays on, as upstream's command leaves it (its -disable-nri flag is never
+			// read): with it off, v0.8.0 dereferences the missing plugin for any address that
+			// is no pod's, and panics. The stack's containerd (1.6) has no NRI socket, so the
+			// plugin learns nothing and pod IPs come from the apiserver.
 			// Kernels from 6.12 on have the conntrack fix this works around.
 			NetfilterBug1766Fix: false,
 		},
