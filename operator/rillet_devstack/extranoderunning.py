@@ -33,6 +33,7 @@ def prepare(
     control: ControlPlaneLayout,
     server: str,
     kube_bin: Path,
+    network_policies_bin: Path,
 ) -> Path:
     """Write the node's directories, certificates and configs; the anchor script's path."""
     for path in extranodes.PRIVATE_PATHS:
@@ -56,9 +57,18 @@ def prepare(
     (layout.config / "kubelet.yaml").write_text(yaml.safe_dump(kubelet))
     proxy = node.build_kube_proxy_config(control.kubeconfig, spec=extra.spec)
     (layout.config / "kube-proxy.yaml").write_text(yaml.safe_dump(proxy))
+    link = layout.config / extranodes.NETWORK_POLICIES_KUBECONFIG
+    link.unlink(missing_ok=True)
+    link.symlink_to(control.kubeconfig)
     script = layout.root / "anchor.sh"
     script.write_text(
-        extranodes.build_anchor_script(extra, layout, kube_bin=kube_bin, logs=logs_of(layout))
+        extranodes.build_anchor_script(
+            extra,
+            layout,
+            kube_bin=kube_bin,
+            network_policies_bin=network_policies_bin,
+            logs=logs_of(layout),
+        )
     )
     return script
 

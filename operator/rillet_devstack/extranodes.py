@@ -1,7 +1,8 @@
 """The stack's extra worker nodes (`rillet dev up --nodes N`): `rillet-node-2` and `rillet-node-3`
 beside node 1, on the same machine, as `../shared/reference/NODES.md` records them working.
 
-Node N (2 or 3) runs its own containerd, kubelet and kube-proxy, in a network namespace of its
+Node N (2 or 3) runs its own containerd, kubelet, kube-proxy and NetworkPolicy controller
+(networkpolicies), in a network namespace of its
 own (`rillet-nN`, a veth pair to the host on 10.99.N.0/30: host .1, node .2) and a mount namespace
 of its own (`unshare --mount --propagation slave`), where node-private directories are bound over
 the paths kubelet, containerd and CNI hardcode. Its pods get 10.244.(N-1).0/24, routed by the host
@@ -21,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from rillet_devstack import node
+from rillet_devstack import networkpolicies, node
 
 MAX_NODES = 3
 # The paths kubelet, containerd and CNI hardcode ("one node per machine"), each bound over by a
@@ -37,7 +38,10 @@ PRIVATE_PATHS = (
     Path("/etc/cni"),
 )
 # The daemons of a node, as their pid files and command lines name them.
-DAEMONS = ("kubelet", "kube-proxy", "containerd")
+DAEMONS = ("kubelet", "kube-proxy", "networkpolicies", "containerd")
+# The controller's kubeconfig: a link in the node's config folder to the stack's, so that its
+# command line names the node's directory (`names_the_daemon`).
+NETWORK_POLICIES_KUBECONFIG = "networkpolicies.kubeconfig"
 # Written once the node's containerd holds the stack's images: its kubelet waits for it, so no
 # pod is admitted before its image is there.
 IMAGES_READY = "images-ready"
@@ -142,10 +146,16 @@ def pid_file(layout: node.NodeLayout, daemon: str) -> Path:
 
 
 def build_anchor_script(
-    extra: ExtraNode, layout: node.NodeLayout, *, kube_bin: Path, logs: Path
+    extra: ExtraNode,
+    layout: node.NodeLayout,
+    *,
+    kube_bin: Path,
+    network_policies_bin: Path,
+    logs: Path,
 ) -> str:
     """The anchor: joins the node's cgroups, binds the private paths, starts containerd, waits
-    for the images, then starts kubelet and kube-proxy, and stays while they run."""
+    for the images, then starts kubelet, kube-proxy and the NetworkPolicy controller (its
+    packet steering set in the node's netns first), and stays while they run."""
     q = shlex.quote
     config = layout.config
     lines = ["set -e"]
@@ -166,11 +176,20 @@ def build_anchor_script(
         f" --hostname-override={extra.spec.name} --node-ip={extra.spec.address} --v=1"
     )
     proxy = f"{q(str(kube_bin / 'kube-proxy'))} --config={q(str(config / 'kube-proxy.yaml'))} --v=1"
+    policies = networkpolicies.command(
+        network_policies_bin,
+        kubeconfig=config / NETWORK_POLICIES_KUBECONFIG,
+        node_name=extra.spec.name,
+    )
+    # The netns outlives a stopped node: steering left from its last start is removed first.
+    lines += [f"{shlex.join(c)} 2>/dev/null || true" for c in networkpolicies.steering_removal()]
+    lines += [shlex.join(c) for c in networkpolicies.steering_rules()]
     lines += [
         f"keep containerd {q(str(logs / 'containerd.log'))} {containerd} &",
         f"until [ -e {q(str(layout.root / IMAGES_READY))} ]; do sleep 0.2; done",
         f"keep kubelet {q(str(logs / 'kubelet.log'))} {kubelet} &",
         f"keep kube-proxy {q(str(logs / 'kube-proxy.log'))} {proxy} &",
+        f"keep networkpolicies {q(str(logs / 'networkpolicies.log'))} {shlex.join(policies)} &",
         "wait",
     ]
     return "\n".join(lines) + "\n"

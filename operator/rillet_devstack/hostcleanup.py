@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 # Chains the node's parts create: kubelet (KUBE-FIREWALL, KUBE-KUBELET-CANARY, ...), kube-proxy
-# (KUBE-SERVICES, KUBE-SVC-*, ...) and the CNI plugins (CNI-*).
-CHAIN_PREFIXES = ("KUBE-", "CNI-")
+# (KUBE-SERVICES, KUBE-SVC-*, ...), the CNI plugins (CNI-*) and the stack's NetworkPolicy
+# steering (networkpolicies.CHAIN).
+CHAIN_PREFIXES = ("KUBE-", "CNI-", "RILLET-")
 TABLES = ("filter", "nat", "mangle", "raw")
 IPTABLES = ("iptables", "ip6tables")
 

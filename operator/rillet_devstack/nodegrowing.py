@@ -22,6 +22,7 @@ from rillet_devstack import (
     extranoderunning,
     extranodes,
     importing,
+    networkpolicies,
     node,
     noderunning,
     paths,
@@ -105,6 +106,7 @@ def _start(state: stack.StackState, index: int) -> None:
         control=ControlPlaneLayout(state.kubeconfig.parent),
         server=state.apiserver,
         kube_bin=provisioning.KUBERNETES_NODE.directory,
+        network_policies_bin=provisioning.NETWORK_POLICIES.directory / networkpolicies.BINARY,
     )
     extranoderunning.create_network(extra)
     extranoderunning.create_cgroups(extra)

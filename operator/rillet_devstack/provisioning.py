@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rillet.runtime.jvm import JAR, SOURCES
-from rillet_devstack import gobuilding, paths, reporting, s3ajars, versions
+from rillet_devstack import gobuilding, networkpolicies, paths, reporting, s3ajars, versions
 from rillet_devstack.commands import run_logged
 
 COMPLETE_MARKER = ".complete"
@@ -344,6 +344,9 @@ LOCAL_PATH = Artefact(
     ("go",),
     gobuilding.build_local_path_provisioner,
 )
+NETWORK_POLICIES = Artefact(
+    "kube-network-policies", networkpolicies.version(), ("go",), networkpolicies.build
+)
 SEAWEEDFS = Artefact("seaweedfs", versions.SEAWEEDFS, ("go",), gobuilding.build_seaweedfs)
 KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
 SCHEMA_REGISTRY = Artefact(
@@ -382,6 +385,7 @@ ALL = (
     HELM,
     LOCAL_PATH,
     COREDNS,
+    NETWORK_POLICIES,
     KUBERNETES,
     KUBERNETES_NODE,
 )
@@ -389,7 +393,7 @@ ALL = (
 # started is reused with these made for this one.
 CHECKOUT_ARTEFACTS = (RILLET_SPARK, SPARK_CLASSES)
 # Only a stack with a worker node runs these.
-NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH)
+NODE_ARTEFACTS = (KUBERNETES_NODE, COREDNS, LOCAL_PATH, NETWORK_POLICIES)
 # Only a stack with the object store (`rillet dev up --object-store`), or the schema registry
 # (`--schema-registry`): built last, after what every stack needs, so a stack without them never
 # waits for them.

@@ -18,6 +18,7 @@ from rillet_devstack import (
     debootstrapping,
     images,
     importing,
+    networkpolicies,
     node,
     nodechecking,
     nodegrowing,
@@ -241,9 +242,18 @@ def _start_node(
             timeout=90,
             what=f"{node.NODE_NAME} Ready",
         )
-    with report("kube-proxy, CoreDNS"):
+    with report("kube-proxy, NetworkPolicy enforcement, CoreDNS"):
         stack.record_started(
             state, noderunning.start_kube_proxy(node_bin / "kube-proxy", layout, node_layout)
+        )
+        stack.record_started(
+            state,
+            networkpolicies.start(
+                provisioning.NETWORK_POLICIES.directory / networkpolicies.BINARY,
+                kubeconfig=layout.kubeconfig,
+                node_name=node.NODE_NAME,
+                log=layout.logs / "networkpolicies.log",
+            ),
         )
         stack.record_started(
             state,

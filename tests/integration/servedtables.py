@@ -16,7 +16,7 @@ CLI = (sys.executable, "-m", "rillet.cli")
 
 
 # Run in a pod: GET each URL with the pod's own ServiceAccount token (none for a URL ending in
-# #no-token), print [[status, body], ...] as JSON.
+# #no-token), print [[status, body], ...] as JSON; status 0 when no connection was made.
 _ASK = """
 import json, sys, urllib.error, urllib.request
 token = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read().strip()
@@ -25,10 +25,12 @@ for url in sys.argv[1:]:
     url, _, anonymous = url.partition("#")
     headers = {} if anonymous else {"Authorization": "Bearer " + token}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=20) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
             answers.append([r.status, r.read().decode()])
     except urllib.error.HTTPError as error:
         answers.append([error.code, error.read().decode()])
+    except (urllib.error.URLError, OSError) as error:
+        answers.append([0, f"{type(error).__name__}: {error}"])
 print(json.dumps(answers))
 """
 

@@ -1,12 +1,16 @@
-"""Who may talk to an App's Spark driver: strangers from another namespace, and what leaks.
+"""Who may talk to an App's Spark driver: strangers on the network and in the App, and what leaks.
 
-A stranger is a real Spark executor backend (the runtime image's own `spark-executor`, as
-Spark's pods start it) in a pod of another namespace, aimed at the driver's RPC port by pod IP.
-Its driver URL names an endpoint no driver has (`NoSuchEndpoint`): a client that gets through
-authentication is told "Cannot find endpoint", and nothing registers with the App. Three
-strangers, alike but for what they know of the secret: none (Spark's defaults), a wrong one, and
-the App's own (read here, as the cluster's admin, from the Secret): the last one's answer shows
-that the first two were refused for the secret alone, not for an unreachable port.
+The App's NetworkPolicy admits its own pods alone (the stack enforces policies:
+rillet_devstack.networkpolicies), so a pod of another namespace, or one of the App's namespace
+without the App's label, cannot even open the driver's RPC port (`opens`). Inside that fence
+Spark's own authentication holds: a stranger is a real Spark executor backend (the runtime
+image's own `spark-executor`, as Spark's pods start it) in a pod of the App's namespace wearing
+the App's label, aimed at the driver's RPC port by pod IP. Its driver URL names an endpoint no
+driver has (`NoSuchEndpoint`): a client that gets through authentication is told "Cannot find
+endpoint", and nothing registers with the App. Three strangers, alike but for what they know of
+the secret: none (Spark's defaults), a wrong one, and the App's own (read here, as the cluster's
+admin, from the Secret): the last one's answer shows that the first two were refused for the
+secret alone, not for an unreachable port.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ _CRYPTO: Final = (
 NOT_FOUND: Final = "Cannot find endpoint"
 
 
-def stranger(name: str, *, image: str, driver_ip: str, secret: str | None) -> dict[str, Any]:
+def stranger(
+    name: str, *, image: str, driver_ip: str, secret: str | None, labels: dict[str, str]
+) -> dict[str, Any]:
     """The pod of one stranger: `secret` None knows nothing of authentication."""
     options = [] if secret is None else ["-Dspark.authenticate=true", *_CRYPTO]
     if secret is not None:
@@ -58,10 +64,14 @@ def stranger(name: str, *, image: str, driver_ip: str, secret: str | None) -> di
         "securityContext": pods.container_security_context(),
         "resources": {"limits": {"memory": "512Mi"}, "requests": {"memory": "512Mi"}},
     }
+    return _pod(name, container, labels)
+
+
+def _pod(name: str, container: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
             "securityContext": pods.pod_security_context(),
@@ -71,18 +81,60 @@ def stranger(name: str, *, image: str, driver_ip: str, secret: str | None) -> di
     }
 
 
-def answers(kube: Kube, namespace: str, *, image: str, driver_ip: str, key: str) -> dict[str, str]:
-    """What each stranger was told: the log of its pod once it ended (they run at once)."""
-    secrets = {"no-secret": None, "wrong-secret": base64.b64encode(b"w" * 32).decode(), "own": key}
-    for name, secret in secrets.items():
-        manifest = stranger(name, image=image, driver_ip=driver_ip, secret=secret)
-        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+def _outputs(kube: Kube, namespace: str, names: list[str]) -> dict[str, str]:
+    """The log of each pod once it ended (they run at once); the pods are then deleted."""
 
     def ended(name: str) -> bool:
         return get(kube, "pod", name, namespace)["status"].get("phase") in ("Succeeded", "Failed")
 
-    wait_for(lambda: all(map(ended, secrets)), timeout=240, interval=2, what="strangers ended")
-    return {name: kube.kubectl("logs", "-n", namespace, name).stdout for name in secrets}
+    wait_for(lambda: all(map(ended, names)), timeout=240, interval=2, what=f"{names} ended")
+    said = {name: kube.kubectl("logs", "-n", namespace, name).stdout for name in names}
+    kube.kubectl("delete", "pod", "-n", namespace, *names, "--wait=false")
+    return said
+
+
+def answers(
+    kube: Kube, namespace: str, *, image: str, driver_ip: str, key: str, labels: dict[str, str]
+) -> dict[str, str]:
+    """What each stranger (in `namespace`, wearing `labels`) was told."""
+    secrets = {"no-secret": None, "wrong-secret": base64.b64encode(b"w" * 32).decode(), "own": key}
+    for name, secret in secrets.items():
+        manifest = stranger(
+            f"stranger-{name}", image=image, driver_ip=driver_ip, secret=secret, labels=labels
+        )
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    said = _outputs(kube, namespace, [f"stranger-{name}" for name in secrets])
+    return {name: said[f"stranger-{name}"] for name in secrets}
+
+
+# Run in a pod: open a TCP connection, print how it went.
+_OPEN = """
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10).close()
+    print("opened")
+except OSError as error:
+    print(f"not opened: {type(error).__name__}: {error}")
+"""
+
+
+def opens(kube: Kube, where: dict[str, str], *, image: str, ip: str, port: int) -> dict[str, str]:
+    """What a pod in each namespace of `where` (pod name: namespace), wearing no label, saw when
+    it opened a TCP connection to `ip:port`."""
+    for name, namespace in where.items():
+        container = {
+            "name": "open",
+            "image": image,
+            "imagePullPolicy": "Never",
+            "command": ["python3", "-c", _OPEN, ip, str(port)],
+            "securityContext": pods.container_security_context(),
+            "resources": {"limits": {"memory": "64Mi"}, "requests": {"memory": "64Mi"}},
+        }
+        manifest = json.dumps(_pod(name, container, {}))
+        kube.kubectl("apply", "-n", namespace, "-f", "-", input=manifest)
+    return {
+        name: _outputs(kube, namespace, [name])[name].strip() for name, namespace in where.items()
+    }
 
 
 def spark_key(kube: Kube, app: str, namespace: str) -> str:

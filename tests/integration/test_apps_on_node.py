@@ -137,19 +137,20 @@ def _only_the_app_speaks_spark_to_its_driver(
     kube: Kube, app: str, namespace: str, elsewhere: str, image: str
 ) -> None:
     """The App's Spark key shows in no pod spec, ConfigMap, Event, status or log of its
-    namespace; strangers from another namespace that lack it are refused (sparktraffic)."""
+    namespace; pods outside the App cannot open the driver's port, and strangers inside its
+    fence that lack the key are refused (sparktraffic)."""
     key = sparktraffic.spark_key(kube, app, namespace)
     driver = running(kube, namespace, "driver")[0]
     ours = [p["metadata"]["name"] for p in [driver, *running(kube, namespace, "executor")]]
     assert sparktraffic.places_holding(kube, namespace, key, logs_of=ours) == []
-    # Applied as the App's (a CNI that enforces it keeps strangers off the port altogether).
     policy = get(kube, "networkpolicy", f"{app}-spark", namespace)
     assert policy["metadata"]["ownerReferences"][0]["name"] == app
-    assert policy["spec"]["ingress"][0] == {
-        "from": [{"podSelector": {"matchLabels": {"rillet.io/app": app}}}]
-    }
     ip = driver["status"]["podIP"]
-    said = sparktraffic.answers(kube, elsewhere, image=image, driver_ip=ip, key=key)
+    outside = {"other-namespace": elsewhere, "no-app-label": namespace}
+    for where, saw in sparktraffic.opens(kube, outside, image=image, ip=ip, port=7078).items():
+        assert saw.startswith("not opened: TimeoutError"), (where, saw)
+    labels = {"rillet.io/app": app}  # what the policy admits, as any pod of the namespace may
+    said = sparktraffic.answers(kube, namespace, image=image, driver_ip=ip, key=key, labels=labels)
     assert sparktraffic.NOT_FOUND in said["own"], said["own"][-3000:]
     for stranger in ("no-secret", "wrong-secret"):
         # It reached the port, and was turned away there.

@@ -10,11 +10,12 @@ stack's operator image):
   with the test's admin token, given no Kafka bootstrap servers at all, so nothing but the
   server could have answered; a missing key exits 1;
 - lookups are authorized by RBAC, asked from pods on the node with their own mounted
-  ServiceAccount tokens (servedtables.asked_from_pods): a pod of another namespace gets 403, a
-  pod of the Table's namespace whose ServiceAccount may not get the Table 403 (and 401 without
-  a token),
-  one allowed by a Role and RoleBinding the value; a key matching every key is 400; metrics
-  answer on their own port without a token, and not on the lookups' port;
+  ServiceAccount tokens (servedtables.asked_from_pods): a pod of another namespace cannot
+  connect (the Table's NetworkPolicy, enforced on the stack), a pod of the Table's namespace
+  whose ServiceAccount may not get the Table 403 (and 401 without a token), one allowed by a
+  Role and RoleBinding the value; a key matching every key is 400; metrics answer on their
+  own port without a token to the monitoring namespace (here the other one) alone, and not on
+  the lookups' port;
 - a second served Table naming the same topic loses the claim: no server objects, no
   status.server, a ServerWithheld Event;
 - removing serve removes the three objects and status.server, and `rillet table get` reads
@@ -58,7 +59,11 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     lone_operator: Callable[..., OperatorProcess],
     new_namespace: Callable[..., str],
 ) -> None:
-    own = lone_operator(settings=server_settings(operator_image))
+    # The other namespace is the one monitoring runs in, as far as this operator knows.
+    other = new_namespace(operated=False)
+    monitoring = json.dumps({"kubernetes.io/metadata.name": other})
+    settings = {"RILLET_TABLE_SERVER_MONITORING_NAMESPACE_LABELS": monitoring}
+    own = lone_operator(settings={**server_settings(operator_image), **settings})
     own.start()
     namespace = own.namespace_pattern
     name, topic = "profiles", f"{kafka_prefix}-profiles"
@@ -102,7 +107,6 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
     missing = table_get(kube, name, '{"user": "u99"}', namespace, None)
     assert missing.returncode == 1, missing.stderr
 
-    other = new_namespace(operated=False)
     _lookups_are_authorized_by_rbac(kube, operator_image, other, namespace, status)
     _a_table_that_loses_its_topic_gets_no_server(kube, namespace, name, topic)
 
@@ -137,7 +141,8 @@ def test_a_served_table_runs_its_server_and_the_cli_asks_it(
 def _lookups_are_authorized_by_rbac(
     kube: Kube, image: str, other_namespace: str, namespace: str, server: dict[str, str]
 ) -> None:
-    """Pods with their own ServiceAccount tokens ask the server in the cluster."""
+    """Pods with their own ServiceAccount tokens ask the server in the cluster; the other
+    namespace is the monitoring one."""
     name = server["url"].rsplit("/", 1)[1]
     wait_for(
         lambda: exists(kube, "serviceaccount", "default", other_namespace),
@@ -161,24 +166,25 @@ def _lookups_are_authorized_by_rbac(
     answers = asked_from_pods(
         kube,
         {
-            "outsider": (other_namespace, "default", [lookup]),
+            "outsider": (other_namespace, "default", [lookup, metrics]),
             "denied": (namespace, "default", [lookup, f"{lookup}#no-token"]),
             "allowed": (namespace, "reader", [lookup, everything, metrics, lookups_port_metrics]),
         },
         image,
     )
-    (outsider,) = answers["outsider"]
-    assert outsider[0] == 403, outsider
-    assert f"may not get Table {namespace}/{name}" in outsider[1], outsider
+    outsider, scraped = answers["outsider"]
+    assert outsider[0] == 0, outsider  # no connection
+    assert "timed out" in outsider[1], outsider
+    assert scraped[0] == 200, scraped
+    assert "rillet_table_server_lookups_total" in scraped[1], scraped[1][:500]
     denied, anonymous = answers["denied"]
     assert denied[0] == 403, denied
     assert anonymous[0] == 401, anonymous
-    found, refused, scraped, not_here = answers["allowed"]
+    found, refused, not_monitoring, not_here = answers["allowed"]
     assert found == [200, '{"visits": 7}'], found
     assert refused[0] == 400, refused
     assert "matches every key" in refused[1], refused
-    assert scraped[0] == 200, scraped
-    assert "rillet_table_server_lookups_total" in scraped[1], scraped[1][:500]
+    assert not_monitoring[0] == 0, not_monitoring  # no connection
     assert not_here[0] == 404, not_here
 
 

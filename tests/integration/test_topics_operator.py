@@ -35,6 +35,7 @@ test_topic_promises.py.)
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
@@ -592,6 +593,17 @@ def test_the_operators_quotas_stall_what_is_over_them(
         kube, "topic", wide, namespace, condition_type="Stalled", reason="QuotaExceeded"
     )
     assert "5 partitions is more than the 4 per topic" in condition(stalled, "Stalled")["message"]
+    # Creation times have whole seconds, and objects of the same second are ranked by uid: the
+    # third must be made in a later second than the wide one to be the newest for sure.
+    made = datetime.fromisoformat(
+        get(kube, "topic", wide, namespace)["metadata"]["creationTimestamp"]
+    )
+    wait_for(
+        lambda: datetime.now(UTC) >= made + timedelta(seconds=1),
+        timeout=5,
+        interval=0.1,
+        what="a second after the wide Topic was made",
+    )
     apply(kube, topic(third, namespace, partitions=1))
     stalled = wait_condition(
         kube, "topic", third, namespace, condition_type="Stalled", reason="QuotaExceeded"

@@ -131,7 +131,11 @@ def test_anchor_joins_its_cgroups_binds_paths_and_waits_for_images() -> None:
     extra = extranodes.extra_node(2)
     layout = extranodes.layout_of(Path("/state"), 2)
     lines = extranodes.build_anchor_script(
-        extra, layout, kube_bin=Path("/bin/k8s"), logs=Path("/state/node-2/logs")
+        extra,
+        layout,
+        kube_bin=Path("/bin/k8s"),
+        network_policies_bin=Path("/cache/networkpolicies"),
+        logs=Path("/state/node-2/logs"),
     ).splitlines()
     first_start = next(i for i, line in enumerate(lines) if line.startswith("keep containerd "))
     joins = [i for i, line in enumerate(lines) if "cgroup.procs" in line]
@@ -147,6 +151,13 @@ def test_anchor_joins_its_cgroups_binds_paths_and_waits_for_images() -> None:
     assert lines.index("keep() {") < first_start
     assert first_start < wait < kubelet
     assert "--hostname-override=rillet-node-2 --node-ip=10.99.2.2" in lines[kubelet]
+    # The node's pods are guarded by a controller of its own, in its netns, and the packets
+    # are steered to it before any pod can start.
+    policies = next(i for i, line in enumerate(lines) if line.startswith("keep networkpolicies "))
+    assert "-hostname-override=rillet-node-2" in lines[policies]
+    assert "-kubeconfig=/state/node-2/config/networkpolicies.kubeconfig" in lines[policies]
+    steering = next(i for i, line in enumerate(lines) if "-j NFQUEUE" in line)
+    assert steering < first_start
     command = extranodes.enter_command(extra, Path("/s.sh"))
     assert command[:2] == ["nsenter", "--net=/run/netns/rillet-n2"]
     assert command[command.index("--propagation") + 1] == "slave"
