@@ -3,8 +3,9 @@
 Test plan (each claim checked in Kafka with an independent AdminClient read):
 - create: partitions, config and replication factor in Kafka; status (topicName, the topicId
   Kafka reports, observedGeneration, Ready).
-- adopt: an existing topic is taken only with the annotation rillet.io/adopt=true; with
-  configPolicy Replace it is brought in line (overrides not in spec removed).
+- adopt: an existing topic is taken only with the annotation rillet.io/adopt=true (added to a
+  Stalled Topic: at once, not at the next resync); with configPolicy Replace it is brought in
+  line (overrides not in spec removed).
 - an unmanaged pre-existing topic with retention.ms=-1: a Topic (deletionPolicy Delete) without
   the opt-in is Stalled TopicExists with a Warning Event, changes nothing in Kafka, and deleting
   it leaves the topic; a Topic with the opt-in adopts it, keeps retention.ms=-1 (Merge) and sets
@@ -178,6 +179,28 @@ def test_an_unmanaged_topic_is_left_alone_without_the_opt_in_and_merged_with_it(
     assert kafka_overrides(kafka_admin, name) == kept | {"max.message.bytes": "2000000"}
     assert kafka_partitions(kafka_admin, name) == 4
     assert kafka_topic_id(kafka_admin, name) == original
+
+
+def test_the_opt_in_added_to_a_stalled_topic_adopts_it_at_once(
+    kube: Kube,
+    kafka_admin: AdminClient,
+    unique: Unique,
+    lone_operator: Callable[..., OperatorProcess],
+) -> None:
+    # A resync far off: only the annotation's change can adopt the topic within the deadline.
+    own = lone_operator(resync_seconds=600.0)
+    own.start()
+    namespace = own.namespace_pattern
+    name = unique("later")
+    kept = {"retention.ms": "-1"}
+    kafka_admin.create_topics([NewTopic(name, 2, 1, config=kept)])[name].result(timeout=30)
+    apply(kube, topic(name, namespace, partitions=3))
+    wait_condition(kube, "topic", name, namespace, condition_type="Stalled", reason="TopicExists")
+
+    kube.kubectl("annotate", "topic", name, "-n", namespace, f"{ADOPT}=true")
+    wait_condition(kube, "topic", name, namespace, reason="TopicReady", timeout=30)
+    assert kafka_partitions(kafka_admin, name) == 3
+    assert kafka_overrides(kafka_admin, name) == kept
 
 
 def test_a_topic_another_release_claims_is_not_adopted(

@@ -19,6 +19,7 @@ from rillet.handlers import (
     indexes,
     nudging,
     principalsweeping,
+    reconciling,
     resyncing,
     supervision,
     tables,
@@ -41,7 +42,8 @@ FINALIZER = "rillet.io/finalizer"
 GC_YOUNG_THRESHOLD = 10_000
 # Its uid is the usual id of a Kubernetes cluster (it is never deleted nor made again).
 CLUSTER_ID_NAMESPACE = "kube-system"
-USER_ANNOTATIONS = frozenset({kafkaaccess.ROTATE_ANNOTATION})
+# Users' annotations under kopf's storage prefix that ask for work (see ProgressStorage).
+USER_ANNOTATIONS = frozenset({kafkaaccess.ROTATE_ANNOTATION, *reconciling.USER_ANNOTATIONS})
 
 
 @kopf.on.startup()
@@ -98,9 +100,11 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
 
 class ProgressStorage(kopf.AnnotationsProgressStorage):
     """kopf's progress in annotations `rillet.io/...`, which kopf leaves out of the changes it
-    reacts to, as its own. Users' annotations of that prefix that ask for work stay in:
-    `rillet.io/rotate-credentials` (a new token is an update of the App; the App handlers also
-    declare it a field, which keeps it in kopf's record of the last handled state)."""
+    reacts to, as its own. Users' annotations of that prefix that ask for work stay in
+    (USER_ANNOTATIONS): `rillet.io/rotate-credentials` (a new token is an update of the App),
+    `rillet.io/adopt`, `rillet.io/managed` and `rillet.io/paused` (a change is an update of the
+    Topic or Table, handled at once, not at the next resync). Their handlers also declare each
+    a field, which keeps it in kopf's record of the last handled state."""
 
     def clear(self, *, essence: Any) -> Any:
         asked = {

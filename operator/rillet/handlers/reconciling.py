@@ -19,10 +19,16 @@ import kopf
 from rillet import metrics
 from rillet.handlers import deleting, indexes
 from rillet.kafka.syncing import TopicSyncer
-from rillet.reconcile import notes, quotas, statuses, subjects
+from rillet.reconcile import notes, quotas, statuses, subjects, topicownership
 from rillet.reconcile.topics import DesiredTopic, SyncOutcome
 
 MAX_RETRY_DELAY = 60.0
+# The annotations a user sets on a Topic or Table to ask for work.
+USER_ANNOTATIONS = (topicownership.ADOPT, subjects.MANAGED, subjects.PAUSED)
+
+
+def notice_annotation(**_: Any) -> None:
+    """No work of its own: reconcile_object, run for the same change, does it."""
 
 
 def bare_subject(kind: str, body: Mapping[str, Any], views: indexes.Views) -> subjects.Subject:
@@ -145,6 +151,13 @@ def register_handlers(
         subject = subject_for(body, indexes.Views.of(kwargs))
         await deleting.delete_topic(body, subject, syncer=memo.syncer, retry=retry)
 
+    # kopf leaves annotations under its storage prefix (rillet.io/) out of the changes it
+    # reacts to; a field handler of each the user sets brings it back (lifecycle.ProgressStorage):
+    # adding rillet.io/adopt to a Stalled Topic is then an update, reconciled at once.
+    for annotation in USER_ANNOTATIONS:
+        field = ("metadata", "annotations", annotation)
+        notice_id = f"notice_{noun}_{annotation.rsplit('/', 1)[1]}"  # notice_topic_adopt
+        kopf.on.field(*resource, field=field, id=notice_id)(notice_annotation)
     # The order stacked decorators registered them in: update, create, resume.
     kopf.on.update(*resource, id=f"reconcile_{noun}")(reconcile_object)
     kopf.on.create(*resource, id=f"reconcile_{noun}")(reconcile_object)
