@@ -291,6 +291,10 @@ def with_current_images(
         if state.node.images.get(name) != image:
             importing.import_into_containerd(image, socket=socket, report=report)
     chart_images = _tag_chart_names(built, socket=socket)
+    # The builds take minutes, in which another process may have grown the stack by a node:
+    # the record read now is the one to update (and whose nodes get the images), not `state`.
+    state = stack.load() or state
+    assert state.node is not None
     if built != state.node.images or chart_images != state.node.chart_images:
         state.node.images, state.node.chart_images = built, chart_images
         stack.save(state)
