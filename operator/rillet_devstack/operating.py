@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet_devstack import processes
+from rillet_devstack import driverroles, processes
 
 
 @dataclass
@@ -49,6 +49,8 @@ class OperatorProcess:
             # The tests see what Kafka itself refuses (2**31 - 1 partitions); the quota's own
             # test sets a cap.
             "RILLET_MAX_PARTITIONS_PER_TOPIC": str(2**31 - 1),
+            # Drivers are bound to the chart's driver ClusterRole, applied here as it renders.
+            "RILLET_APP_DRIVER_CLUSTER_ROLE": driverroles.ensure(self.kubeconfig),
             **self.settings,
         }
         with self.log.open("ab") as out:
