@@ -49,10 +49,12 @@ class OperatorProcess:
             # The tests see what Kafka itself refuses (2**31 - 1 partitions); the quota's own
             # test sets a cap.
             "RILLET_MAX_PARTITIONS_PER_TOPIC": str(2**31 - 1),
-            # Drivers are bound to the chart's driver ClusterRole, applied here as it renders.
-            "RILLET_APP_DRIVER_CLUSTER_ROLE": driverroles.ensure(self.kubeconfig),
             **self.settings,
         }
+        if "RILLET_APP_DRIVER_CLUSTER_ROLE" not in env:
+            # Drivers are bound to the chart's driver ClusterRole: the stack's, applied here
+            # as the chart renders it (a test of the chart's own release names its own).
+            env["RILLET_APP_DRIVER_CLUSTER_ROLE"] = driverroles.ensure(self.kubeconfig)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [
