@@ -15,7 +15,7 @@ from bench.apps import benches, manifests, observing, settings
 from rillet.api.v1alpha1 import apps, objects, topics
 from rillet.driverapi import wiring
 from rillet.reconcile import appobjects, naming, runresolving
-from rillet_devstack import installs
+from rillet_devstack import driverroles, installs
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,11 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
         checkpoint_location=appobjects.checkpoint_location(model),
         namespace=namespace,
     )
-    env = appobjects.AppEnvironment(kafka_bootstrap=b.bootstrap, apiserver_url=b.apiserver_url)
+    env = appobjects.AppEnvironment(
+        kafka_bootstrap=b.bootstrap,
+        apiserver_url=b.apiserver_url,
+        driver_cluster_role=driverroles.ensure(b.state.kubeconfig),
+    )
     built = appobjects.build_app_objects(model, run_spec, env)
     config_map = copy.deepcopy(built.config_map)
     spark_conf = {**built.spark_conf, **settings.DYNAMIC_ALLOCATION}
@@ -108,7 +112,6 @@ def dynamic_allocation_way(b: benches.Bench, namespace: str, app: str) -> Way:
     b.apply(
         [
             built.service_account,
-            built.role,
             built.role_binding,
             config_map,
             built.service,

@@ -258,6 +258,13 @@ class AppSettings(BaseSettings):
         description="matchLabels of the namespaces whose pods may scrape an App driver's "
         "metrics port, through the App's NetworkPolicy (JSON); empty: none may.",
     )
+    driver_cluster_role: str = Field(
+        default="rillet-rillet-operator-driver",
+        min_length=1,
+        description="The ClusterRole each App's driver is bound to in its namespace (a "
+        "RoleBinding `<app>-driver-rights`): the chart's `<namespace>-rillet-operator-driver`, "
+        "which it sets here; the operator may bind that one alone.",
+    )
     kafka_principals: bool = Field(
         default=False,
         description="Give each App a Kafka principal of its own: a SCRAM user and exactly the "

@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rillet_devstack import processes
+from rillet_devstack import driverroles, processes
 
 
 @dataclass
@@ -51,6 +51,10 @@ class OperatorProcess:
             "RILLET_MAX_PARTITIONS_PER_TOPIC": str(2**31 - 1),
             **self.settings,
         }
+        if "RILLET_APP_DRIVER_CLUSTER_ROLE" not in env:
+            # Drivers are bound to the chart's driver ClusterRole: the stack's, applied here
+            # as the chart renders it (a test of the chart's own release names its own).
+            env["RILLET_APP_DRIVER_CLUSTER_ROLE"] = driverroles.ensure(self.kubeconfig)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [

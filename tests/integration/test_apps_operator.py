@@ -4,9 +4,11 @@ These need no running pod (the driver pod may stay Pending): what is checked is 
 operator writes, and the apiserver's own answers.
 
 Test plan:
-- the objects of an App (ServiceAccount, Role, RoleBinding, ConfigMap, Service, StatefulSet)
+- the objects of an App (ServiceAccount, RoleBinding, ConfigMap, Service, StatefulSet)
   exist, owned by the App as controller, and the garbage collector removes them after the App
-  is deleted;
+  is deleted; no Role is made, and the Role and RoleBinding `<app>-driver` an older release
+  made for the App are deleted at its next reconcile (a Role of that name it does not own is
+  left);
 - a driver created in a namespace that does not enforce the restricted Pod Security level gets
   a Warning Event (PodSecurityNotRestricted); under that level, none, and its pod is admitted;
 - an object of an App's name that Rillet did not make (a Service or StatefulSet `<app>-driver`
@@ -15,8 +17,10 @@ Test plan:
 - an App naming a missing Topic is Reconciling (WaitingForTopics, naming it, with an Event),
   then proceeds to its driver once the Topic exists;
 - an App whose driver fits no node says so in its Ready condition, with the scheduler's reason;
-- the driver's real ServiceAccount token can create and delete pods and read its own App in its
-  namespace, and cannot read Secrets, touch another namespace, or read another App;
+- the driver's real ServiceAccount token (bound to the chart's driver ClusterRole) can create
+  and delete pods and watch its own pod in its namespace, where the operator writes its desired
+  executor count, and cannot read Secrets, create Roles, touch another namespace, or read any
+  App;
 - with the chart's driver pod policy, that token creates only its App's executor pods (no
   token, host path or privileged container) and deletes or changes no other App's pod, where
   RBAC alone lets it create any pod;
@@ -73,8 +77,7 @@ from .polling import wait_for
 
 OWNED = (
     ("serviceaccount", "{app}-driver"),
-    ("role", "{app}-driver"),
-    ("rolebinding", "{app}-driver"),
+    ("rolebinding", "{app}-driver-rights"),
     ("configmap", "{app}-run"),
     ("service", "{app}-driver"),
     ("statefulset", "{app}-driver"),
@@ -143,6 +146,69 @@ def test_objects_are_owned_by_the_app_and_go_with_it(
         )
 
 
+def _legacy_rbac(app: dict[str, Any], *, owned: tuple[str, ...]) -> str:
+    """The Role and RoleBinding `<app>-driver` as an older release made them (a manifest),
+    owned by the App if their kind is in `owned`."""
+    meta = app["metadata"]
+    name, namespace = f"{meta['name']}-driver", meta["namespace"]
+    owner = {
+        "apiVersion": "rillet.io/v1alpha1",
+        "kind": "App",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    role = {
+        "kind": "Role",
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+    }
+    binding = {
+        "kind": "RoleBinding",
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+    }
+    items = [
+        {
+            **obj,
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                **({"ownerReferences": [owner]} if obj["kind"] in owned else {}),
+            },
+        }
+        for obj in (role, binding)
+    ]
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+
+
+@pytest.mark.usefixtures("operator")
+def test_an_older_releases_driver_role_goes_and_a_strangers_binding_stays(
+    kube: Kube, namespace: str, names: Names
+) -> None:
+    """An App made by an older release has a Role `<app>-driver` and a RoleBinding to it; the
+    operator binds the driver ClusterRole instead and deletes those two, when the App's."""
+    name, upgraded = applied_app(kube, namespace, names)
+    other, stranger = applied_app(kube, namespace, names, suffix="-b")
+    kube.kubectl("apply", "-f", "-", input=_legacy_rbac(upgraded, owned=("Role", "RoleBinding")))
+    # Someone else's RoleBinding of that name (deleted first, were it the App's) beside the
+    # App's own Role (deleted after it).
+    kube.kubectl("apply", "-f", "-", input=_legacy_rbac(stranger, owned=("Role",)))
+    for app_name in (name, other):  # a change of the App's: the operator reconciles it
+        kube.kubectl("annotate", "app", app_name, "-n", namespace, "test.rillet.io/touch=1")
+
+    for app_name in (name, other):
+        wait_for(
+            functools.partial(absent, kube, "role", f"{app_name}-driver", namespace),
+            timeout=60,
+            what=f"the older release's Role {app_name}-driver deleted",
+        )
+        assert exists(kube, "rolebinding", f"{app_name}-driver-rights", namespace)
+    assert absent(kube, "rolebinding", f"{name}-driver", namespace)
+    assert owner_of(kube, "rolebinding", f"{other}-driver", namespace) == []
+
+
 @pytest.mark.usefixtures("operator")
 def test_missing_topic_is_reported_then_the_app_proceeds(
     kube: Kube, namespace: str, names: Names
@@ -207,7 +273,10 @@ def test_driver_service_account_has_exactly_its_rights(
     kube: Kube, namespace: str, names: Names, tmp_path: Path
 ) -> None:
     name, _ = applied_app(kube, namespace, names)
-    wait_for(lambda: exists(kube, "rolebinding", f"{name}-driver", namespace), what="RoleBinding")
+    wait_for(
+        lambda: exists(kube, "rolebinding", f"{name}-driver-rights", namespace),
+        what="RoleBinding",
+    )
     driver = write_service_account_kubeconfig(
         kube.kubeconfig, tmp_path / "driver.kubeconfig", namespace=namespace, name=f"{name}-driver"
     )
@@ -215,8 +284,9 @@ def test_driver_service_account_has_exactly_its_rights(
 
     assert can_i(driver, "create", "pods", "-n", namespace)
     assert can_i(driver, "delete", "pods", "-n", namespace)
+    assert can_i(driver, "patch", "pods", "-n", namespace)
     assert can_i(driver, "create", "configmaps", "-n", namespace)
-    assert can_i(driver, "get", f"apps.rillet.io/{name}", "-n", namespace)
+    assert not can_i(driver, "get", f"apps.rillet.io/{name}", "-n", namespace)
     assert not can_i(driver, "get", "secrets", "-n", namespace)
     assert not can_i(driver, "list", "secrets", "-n", namespace)
     assert not can_i(driver, "create", "pods", "-n", other)
@@ -224,13 +294,21 @@ def test_driver_service_account_has_exactly_its_rights(
     assert not can_i(driver, "get", "apps.rillet.io/someone-else", "-n", namespace)
     assert not can_i(driver, "patch", f"apps.rillet.io/{name}", "-n", namespace)
     assert not can_i(driver, "create", "roles", "-n", namespace)
+    assert not can_i(driver, "create", "rolebindings", "-n", namespace)
     assert not can_i(driver, "list", "nodes")
-    # The driver's watch of its App (a field selector on its name), with its own token: it
-    # answers with the desired count, or None if the operator has not decided one yet.
-    seen = _watched_count(driver, namespace, name)
-    assert seen is None or seen >= 1, seen
+    # The driver's watch of its own pod (a field selector on its name), with its own token:
+    # the operator writes there the count it decided, as in the App's status.
+    pod = f"{name}-driver-0"
+    wait_for(lambda: exists(kube, "pod", pod, namespace), what=f"pod {pod}")
+    seen = wait_for(
+        lambda: _watched_count(driver, namespace, pod),
+        timeout=60,
+        what="the desired executor count on the driver pod",
+    )
+    status = get(kube, "app", name, namespace)["status"]["executors"]
+    assert seen == status["desired"] >= 1, (seen, status)
     with pytest.raises(ApiException) as refused:
-        _watched_count(driver, namespace, "someone-else")
+        _watched_count(driver, other, pod)
     assert refused.value.status == 403
 
 
@@ -242,7 +320,10 @@ def test_the_chart_holds_a_drivers_pod_requests_to_its_own_executors(
     policy (installed with the session's operator, `driverpolicy`) holds it to its App's
     executors, with its real token."""
     name, _ = applied_app(kube, namespace, names)
-    wait_for(lambda: exists(kube, "rolebinding", f"{name}-driver", namespace), what="RoleBinding")
+    wait_for(
+        lambda: exists(kube, "rolebinding", f"{name}-driver-rights", namespace),
+        what="RoleBinding",
+    )
     as_driver = Kube(
         kubeconfig=write_service_account_kubeconfig(
             kube.kubeconfig,
@@ -331,10 +412,10 @@ def _reading(secret: str) -> dict[str, Any]:
     return {"name": "c", "image": "x", "env": [{"name": "K", "valueFrom": ref}]}
 
 
-def _watched_count(kubeconfig: Path, namespace: str, app: str) -> int | None:
-    """The first desired executor count the driver's watch of App `app` sees."""
+def _watched_count(kubeconfig: Path, namespace: str, pod: str) -> int | None:
+    """The first desired executor count the driver's watch of pod `pod` sees."""
     api = k8s_config.new_client_from_config(config_file=str(kubeconfig))  # type: ignore[no-untyped-call]
-    access = incluster.KubeAccess(api, namespace=namespace, pod_name="unused", app_name=app)
+    access = incluster.KubeAccess(api, namespace=namespace, pod_name=pod)
     try:
         return next(access.watch_desired(timeout_seconds=5))
     finally:

@@ -22,14 +22,16 @@ Test plan:
   Deployment gets a (Pending: no kubelet here) Pod wired to the Kafka settings and the
   credentials Secret, never to a literal password.
 - the operator, run with the chart's ServiceAccount token (its RBAC, nothing more), reconciles
-  a Topic to Ready, with status and Events written, and an App: its objects applied (the
-  driver's Role needs the operator to hold every permission it grants) and its pods read by the
-  scaling loop; so it does when the chart watches a namespace by name and grants a Role there
+  a Topic to Ready, with status and Events written, and an App: its objects applied (its
+  driver's RoleBinding binds the release's driver ClusterRole, which the operator may `bind`
+  without holding its rights), its pods read by the scaling loop and the desired count written
+  on its driver pod; so it does when the chart watches a namespace by name and grants a Role there
   (the scaling loop then lists pods in that namespace, not cluster-wide).
 - a release listing namespaces, with its operator's real token, can do what it does in the
   namespace it lists and nothing in another (`kubectl auth can-i`, one request at a time and
   `--list`); so can a release installed without watch values in its own namespace, the only
-  one holding its Role and the one its operator is told to watch;
+  one holding its Role and the one its operator is told to watch; neither may create a Role or
+  a pod, or bind a ClusterRole but the driver's;
 - watchAnyNamespace beside listed namespaces is refused at install, naming the value, and
   nothing is installed;
 - `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
@@ -115,6 +117,11 @@ def rendered(kube: Kube, *args: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(text) if doc]
 
 
+def _operators_cluster_role(obj: dict[str, Any]) -> bool:
+    """The operator's ClusterRole (not the drivers', `ops-rillet-operator-driver`)."""
+    return bool(obj["kind"] == "ClusterRole" and obj["metadata"]["name"] == "ops-rillet-operator")
+
+
 @pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda v: v.name if v else "defaults")
 def test_chart_lints_and_renders_with_each_ci_values_file(kube: Kube, values: Path | None) -> None:
     args = ["--values", str(values)] if values else []
@@ -126,14 +133,14 @@ def test_chart_lints_and_renders_with_each_ci_values_file(kube: Kube, values: Pa
 def test_listed_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_scope(
     kube: Kube,
 ) -> None:
-    (cluster_wide,) = (obj for obj in rendered(kube, *ANY) if obj["kind"] == "ClusterRole")
+    (cluster_wide,) = (obj for obj in rendered(kube, *ANY) if _operators_cluster_role(obj))
     namespaced = [
         rule for rule in cluster_wide["rules"] if not CLUSTER_SCOPED & set(rule["resources"])
     ]
 
     objects = rendered(kube, "--values", str(CHART / "ci" / "listed-namespaces-values.yaml"))
 
-    (cluster_role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    (cluster_role,) = (obj for obj in objects if _operators_cluster_role(obj))
     assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == CLUSTER_SCOPED
     # Leader election's Role, in the release's namespace alone, grants the Lease and nothing else.
     (election,) = (
@@ -164,9 +171,30 @@ def test_listed_namespaces_get_a_role_each_and_the_cluster_role_only_cluster_sco
     (globbed,) = (
         obj
         for obj in rendered(kube, "--values", str(CHART / "ci" / "glob-namespaces-values.yaml"))
-        if obj["kind"] == "ClusterRole"
+        if _operators_cluster_role(obj)
     )
     assert globbed["rules"] == cluster_wide["rules"]
+    # The drivers' ClusterRole, whatever is watched, is the one the operator may bind and is
+    # told to: nothing else of it is the operator's.
+    bind = {
+        "apiGroups": ["rbac.authorization.k8s.io"],
+        "resources": ["clusterroles"],
+        "resourceNames": ["ops-rillet-operator-driver"],
+        "verbs": ["bind"],
+    }
+    assert bind in namespaced
+    for found in (rendered(kube, *ANY), objects):
+        (drivers,) = (o for o in found if o["metadata"]["name"] == "ops-rillet-operator-driver")
+        assert drivers["kind"] == "ClusterRole"
+        assert {r for rule in drivers["rules"] for r in rule["resources"]} == {
+            "pods",
+            "pods/log",
+            "services",
+            "configmaps",
+            "persistentvolumeclaims",
+        }
+        env = _operator_env(found)
+        assert env["RILLET_APP_DRIVER_CLUSTER_ROLE"]["value"] == "ops-rillet-operator-driver"
 
 
 def test_both_monitors_at_once_are_refused(kube: Kube) -> None:
@@ -188,7 +216,7 @@ def _operator_env(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def _secret_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    (role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    (role,) = (obj for obj in objects if _operators_cluster_role(obj))
     return [rule for rule in role["rules"] if "secrets" in rule["resources"]]
 
 
@@ -236,7 +264,7 @@ def test_app_principals_let_the_operator_patch_secrets_and_set_the_sweeps_pace(
     assert env["RILLET_APP_KAFKA_PRINCIPALS"]["value"] == "true"
     assert env["RILLET_APP_PRINCIPAL_SWEEP_SECONDS"]["value"] == "60"
     # kube-system's uid, this cluster's id in user names: `get` on every namespace covers it.
-    (role,) = (obj for obj in objects if obj["kind"] == "ClusterRole")
+    (role,) = (obj for obj in objects if _operators_cluster_role(obj))
     assert {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "list", "watch"]} in (
         role["rules"]
     )
@@ -385,7 +413,7 @@ def test_operator_works_with_a_role_in_each_listed_namespace(
 OPERATOR_REQUESTS = (
     ("patch", "topics.rillet.io"),
     ("patch", "apps.rillet.io/status"),
-    ("create", "pods"),
+    ("patch", "pods"),
     ("delete", "pods"),
     ("create", "statefulsets.apps"),
     ("patch", "configmaps"),
@@ -423,9 +451,19 @@ def _assert_only_watched_reached(
         assert answer in ("yes", "no"), answer
         return answer == "yes"
 
-    for verb, resource in OPERATOR_REQUESTS:
+    # Binding the driver ClusterRole: that one alone, where the operator watches.
+    driver_role = f"clusterroles.rbac.authorization.k8s.io/{release}-rillet-operator-driver"
+    for verb, resource in (*OPERATOR_REQUESTS, ("bind", driver_role)):
         assert can_i(verb, resource, "-n", watched), (verb, resource)
         assert not can_i(verb, resource, "-n", unwatched), (verb, resource)
+    # No Role made, no pod created (the drivers' rights are the driver ClusterRole's, bound),
+    # no other ClusterRole bound.
+    for verb, resource in (
+        ("create", "roles.rbac.authorization.k8s.io"),
+        ("create", "pods"),
+        ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
+    ):
+        assert not can_i(verb, resource, "-n", watched), (verb, resource)
     for verb, resource in (
         ("get", "secrets"),
         ("list", "secrets"),
@@ -524,6 +562,8 @@ def _reconcile_as_the_charts_operator(
         bootstrap=stack.kafka_bootstrap,
         namespace_pattern=watched,
         log=tmp_path / "operator.log",
+        # As the chart's Deployment sets it: the one ClusterRole the operator may bind.
+        settings={"RILLET_APP_DRIVER_CLUSTER_ROLE": f"{release}-rillet-operator-driver"},
     )
     operator.start()
     try:
@@ -542,13 +582,16 @@ def _reconcile_as_the_charts_operator(
         apply(kube, topic(app, watched, partitions=2), counting_app(app, watched))
         wait_for(
             lambda: (
-                exists(kube, "rolebinding", f"{app}-driver", watched)
+                exists(kube, "rolebinding", f"{app}-driver-rights", watched)
                 and exists(kube, "statefulset", f"{app}-driver", watched)
             ),
             timeout=60,
             what="the App's objects applied with the chart's rights",
         )
-        wait_for(
+        binding = get(kube, "rolebinding", f"{app}-driver-rights", watched)
+        assert binding["roleRef"]["kind"] == "ClusterRole"
+        assert binding["roleRef"]["name"] == f"{release}-rillet-operator-driver"
+        desired = wait_for(
             lambda: (
                 (get(kube, "app", app, watched).get("status") or {})
                 .get("executors", {})
@@ -556,6 +599,19 @@ def _reconcile_as_the_charts_operator(
             ),
             timeout=60,
             what="the App scaled by the loop with the chart's rights",
+        )
+        # The count on the driver pod too (patched by the operator), where the driver reads it.
+        driver = f"{app}-driver-0"
+        wait_for(
+            lambda: (
+                exists(kube, "pod", driver, watched)
+                and (get(kube, "pod", driver, watched)["metadata"].get("annotations") or {}).get(
+                    "rillet.io/executors-desired"
+                )
+                == str(desired)
+            ),
+            timeout=60,
+            what="the desired executor count on the driver pod",
         )
         assert "Forbidden" not in operator.log_text(), operator.log_text()[-3000:]
     finally:

@@ -14,12 +14,12 @@ Test plan:
   provisioning the App's Kafka principal changed, if anything;
 - the scaling loop takes settled, unsuspended Apps not held back by their spec; it reconciles
   settled Apps held back by their spec; an Event only when the count changes; pods grouped by
-  namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App;
-  a pass decides, reports the count it decided (with its Event) and keeps the decision's
-  history; it observes each input's partitions and lag (unknown where Kafka told nothing), the
-  driver pod with its progress, and the Running executors; without Kafka, the cap is the one
-  the status last gave, else the Topics' declared one, and neither the decision nor a new
-  driver's initial executors pass it;
+  namespace, App and role; the stream inputs' Kafka topics and the consumer group of an App; a
+  pass decides, reports the count it decided (with its Event) and keeps the decision's history,
+  and tells the driver pod the count when the pod says another; it observes each input's
+  partitions and lag (unknown where Kafka told nothing), the driver pod with its progress, and
+  the Running executors; without Kafka, the cap is the one the status last gave, else the
+  Topics' declared one, and neither the decision nor a new driver's initial executors pass it;
 - the environment: the App settings win over what the operator itself uses;
 - REST paths of the App's objects, the spec hash of a StatefulSet, a refusal's message; App
   pods listed in one request, or one per namespace with Apps when the rights are namespaced.
@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from rillet.driverapi import desires
 from rillet.k8s import applying
 from rillet.kafka.lag import TopicLag
 from rillet.reconcile import (
@@ -356,6 +357,30 @@ def test_a_scaling_pass_decides_reports_and_keeps_its_history() -> None:
     assert scaled.report.status_patch["executors"]["desired"] == decision.desired
     assert decision.desired > 1  # a lag of 4000 asks for more than the one executor asked for
     assert scaled.report.notes[0] == appnotes.scale_note(1, decision)[0]
+
+
+def test_a_scaling_pass_tells_the_driver_pod_its_count_when_it_says_another() -> None:
+    found = wordcount_inputs.bodies()
+    found["App"]["status"] = {"observedGeneration": 1, "executors": {"desired": 1}}
+    target = apptargets.target_of(
+        found["App"], wordcount_inputs.views(found["Topic"], found["Table"])
+    )
+    lags = {(target.group, f"{NAMESPACE}.sentences"): TopicLag(partitions=3, lag=4000)}
+    driver: dict[str, Any] = {"metadata": {"name": "wordcount-driver-0"}}
+    pods: dict[apptargets.PodKey, list[Mapping[str, Any]]] = {
+        (NAMESPACE, "wordcount", "driver"): [driver]
+    }
+
+    def pass_() -> apptargets.Pass:
+        return apptargets.derive_pass(target, lags, pods, history=(), now=100.0, at=NOW)
+
+    desired = pass_().report.status_patch["executors"]["desired"]
+    assert pass_().driver_patch == ("wordcount-driver-0", desires.build_desired_patch(desired))
+    driver["metadata"]["annotations"] = {"rillet.io/executors-desired": str(desired)}
+    assert pass_().driver_patch is None  # the pod says it already
+    assert (
+        apptargets.derive_pass(target, lags, {}, history=(), now=1.0, at=NOW).driver_patch is None
+    )
 
 
 def test_the_cap_of_a_pass_without_kafka_is_the_last_known_or_the_declared_one() -> None:

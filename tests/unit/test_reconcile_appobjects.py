@@ -2,8 +2,9 @@
 
 Test plan:
 - every object: its name, the App's namespace, the four labels, the App as controller owner;
-- RBAC: the Role grants executor pods, Services, ConfigMaps, claims and its own App, nothing
-  else; the RoleBinding binds it to the ServiceAccount;
+- RBAC: the driver rules grant executor pods, Services, ConfigMaps and claims, nothing else,
+  and the chart's driver ClusterRole holds exactly them; no Role is made, the RoleBinding binds
+  that ClusterRole to the ServiceAccount, and an older release's Role and RoleBinding go;
 - ConfigMap: the run spec (checkpoint where the driver keeps it), the Spark conf, the executor
   pod template, each parseable;
 - Service: headless, selecting the driver pod, the three named ports;
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,6 +48,7 @@ from tests.unit import wordcount_inputs
 
 ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
 UID = wordcount_inputs.UID
+CHART = Path(__file__).resolve().parents[2] / "charts" / "rillet"
 _inputs = wordcount_inputs.inputs
 
 
@@ -80,8 +83,7 @@ def test_every_object_is_named_labelled_and_owned_by_the_app() -> None:
 
     assert [(o["kind"], o["metadata"]["name"]) for o in objects.in_apply_order()] == [
         ("ServiceAccount", "wordcount-driver"),
-        ("Role", "wordcount-driver"),
-        ("RoleBinding", "wordcount-driver"),
+        ("RoleBinding", "wordcount-driver-rights"),
         ("ConfigMap", "wordcount-run"),
         ("Service", "wordcount-driver"),
         ("NetworkPolicy", "wordcount-spark"),
@@ -102,13 +104,10 @@ def test_every_object_is_named_labelled_and_owned_by_the_app() -> None:
         ]
 
 
-def test_role_grants_what_spark_and_the_runtime_need_and_nothing_else() -> None:
-    role = _objects().role
-
-    assert role["apiVersion"] == "rbac.authorization.k8s.io/v1"
+def test_the_driver_rules_are_what_spark_and_the_runtime_need_and_nothing_else() -> None:
     grants = {
         (group, resource, tuple(rule.get("resourceNames", ())), verb)
-        for rule in role["rules"]
+        for rule in rbac.driver_rules()
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
@@ -122,20 +121,37 @@ def test_role_grants_what_spark_and_the_runtime_need_and_nothing_else() -> None:
             for r in ("services", "configmaps", "persistentvolumeclaims")
             for v in manage
         ),
-        ("rillet.io", "apps", ("wordcount",), "get"),
-        ("rillet.io", "apps", ("wordcount",), "watch"),
     }
     assert grants == expected
-    assert rbac.role_rules("wordcount") == role["rules"]
 
 
-def test_role_binding_binds_the_role_to_the_service_account() -> None:
+def test_the_charts_driver_cluster_role_holds_the_driver_rules() -> None:
+    """The chart's template is what the cluster grants; the rules here say what it must be."""
+    template = (CHART / "templates" / "driverrole.yaml").read_text(encoding="utf-8")
+    assert "kind: ClusterRole\n" in template
+    assert yaml.safe_load(template[template.index("\nrules:") :])["rules"] == rbac.driver_rules()
+
+
+def test_no_role_is_made_and_the_older_releases_are_deleted() -> None:
+    objects = _objects()
+
+    kinds = [obj["kind"] for obj in objects.in_apply_order()]
+    assert "Role" not in kinds
+    assert [(o["kind"], o["metadata"]["name"]) for o in objects.legacy] == [
+        ("RoleBinding", "wordcount-driver"),
+        ("Role", "wordcount-driver"),
+    ]
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == UID for o in objects.legacy)
+
+
+def test_role_binding_binds_the_driver_cluster_role_to_the_service_account() -> None:
     binding = _objects().role_binding
 
+    assert binding["metadata"]["name"] == "wordcount-driver-rights"
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "Role",
-        "name": "wordcount-driver",
+        "kind": "ClusterRole",
+        "name": contexts.DEFAULT_DRIVER_CLUSTER_ROLE,
     }
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "wordcount-driver", "namespace": "team"}

@@ -8,9 +8,9 @@ Test plan:
 - a failure becomes one line: a Python error inside a query gives its last traceback line
   after the query's name, Spark's wrapping and py4j's call line are dropped, long lines clipped;
   it is written to the termination log when that is writable;
-- the loop reads the desired count every tick and applies it, reports progress on its first
-  tick, when due and after a scale action, never patches the same value twice, retries a
-  failed patch, and keeps going when the App cannot be read (one warning per new problem);
+- the loop reads the desired count (on its pod) every tick and applies it, reports progress on
+  its first tick, when due and after a scale action, never patches the same value twice, retries a
+  failed patch, and keeps going when its pod cannot be read (one warning per new problem);
 - `rillet drive` refuses a bad run spec, a missing template, a missing pod address, before
   starting Spark, with the reason on stderr and in the termination log (exit 1).
 """
@@ -190,7 +190,7 @@ def test_failed_calls_are_described_without_bodies() -> None:
 
 class FakeKube:
     def __init__(self, desired: int | None) -> None:
-        self.app_name: str | None = "wc"
+        self.pod_name = "wc-driver-0"
         self.desired = desired
         self.read_error: Exception | None = None
         self.patch_error: Exception | None = None
@@ -204,7 +204,7 @@ class FakeKube:
         return self.desired
 
     def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]:
-        """Each count put in `changes` (it becomes the App's); a watch request ends when
+        """Each count put in `changes` (it becomes the pod's); a watch request ends when
         none comes for a while, as the apiserver's do."""
         while True:
             try:
@@ -323,7 +323,7 @@ def test_the_loop_survives_failed_reads_and_patches(caplog: pytest.LogCaptureFix
         loop.tick()
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1
-    assert "reading App wc failed: connection refused" in warnings[0].getMessage()
+    assert "reading pod wc-driver-0 failed: connection refused" in warnings[0].getMessage()
     assert kube.patched == []
 
     kube.read_error = kube.patch_error = None

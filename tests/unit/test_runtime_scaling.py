@@ -1,8 +1,8 @@
 """Live executor scaling in the driver: the decisions, and the order of Spark calls.
 
 Test plan:
-- the desired count is the App's status.executors.desired, and nothing when absent or not a
-  count; the start-up target is spark.executor.instances, else Spark's default (2);
+- the start-up target is spark.executor.instances, else Spark's default (2) (the desired count
+  itself is read from the driver pod: test_driverapi_desires);
 - victims of a scale-down: idle executors first, newest first, then busy ones, newest first;
 - the plan per (registered executors, target, desired): kill the excess and pin the target,
   raise or lower the target alone, or nothing (pods asked for may still be starting);
@@ -24,25 +24,6 @@ from rillet.runtime.pod import scaling
 
 def ex(id_: str, active: int = 0) -> scaling.ExecutorState:
     return scaling.ExecutorState(id=id_, active_tasks=active)
-
-
-@pytest.mark.parametrize(
-    ("app", "expected"),
-    [
-        ({"status": {"executors": {"desired": 3, "ready": 1}}}, 3),
-        ({"status": {"executors": {"desired": 0}}}, 0),
-        ({"status": {"executors": {"ready": 1}}}, None),
-        ({"status": {"executors": None}}, None),
-        ({"status": {}}, None),
-        ({}, None),
-        ({"status": {"executors": {"desired": -1}}}, None),
-        ({"status": {"executors": {"desired": "3"}}}, None),
-        ({"status": {"executors": {"desired": True}}}, None),
-        ({"status": "odd"}, None),
-    ],
-)
-def test_desired_executors_from_the_app(app: dict[str, Any], expected: int | None) -> None:
-    assert scaling.desired_executors(app) == expected
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,9 @@
 team namespace) would otherwise fight over one ClusterRole and the second install fail. */}}
 {{- define "rillet.clusterName" -}}{{ .Release.Namespace }}-rillet-operator{{- end -}}
 
+{{/* The ClusterRole every App's driver is bound to in its namespace (driverrole.yaml). */}}
+{{- define "rillet.driverClusterRole" -}}{{ include "rillet.clusterName" . }}-driver{{- end -}}
+
 {{- define "rillet.labels" -}}
 app.kubernetes.io/name: rillet
 app.kubernetes.io/component: operator

@@ -159,8 +159,9 @@ class Operator(ChartModel):
 
 class Apps(ChartModel):
     """How Apps run: every App gets a driver StatefulSet (with a checkpoint volume), a headless
-    Service, a ServiceAccount + Role + RoleBinding, a ConfigMap, a NetworkPolicy and a Secret
-    (the key of its Spark traffic); executors scale on lag."""
+    Service, a ServiceAccount bound to the chart's driver ClusterRole (a RoleBinding), a
+    ConfigMap, a NetworkPolicy and a Secret (the key of its Spark traffic); executors scale on
+    lag."""
 
     scale_seconds: float = Field(
         default=2, gt=0, description="How often lag is read and executor counts decided."

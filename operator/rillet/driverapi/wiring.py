@@ -12,8 +12,6 @@ import json
 from collections.abc import Mapping
 from typing import Final
 
-from rillet.api.v1alpha1 import objects
-
 # The pod's identity, from the downward API: (variable, fieldPath). The runtime sets
 # spark.kubernetes.driver.pod.name and spark.driver.host from the first two.
 POD_NAME_ENV: Final = "POD_NAME"
@@ -63,11 +61,6 @@ RUNTIME_UID: Final = 10001
 DRIVE_COMMAND: Final = ("/usr/bin/tini", "--", "rillet", "drive", RUN_SPEC_PATH)
 DRIVE_ARGS: Final = ("--executor-pod-template", EXECUTOR_TEMPLATE_PATH)
 EXECUTOR_COMMAND: Final = ("/opt/rillet/bin/spark-executor",)
-
-# The App the driver reads its desired executor count from (get, watch).
-APP_GROUP: Final = objects.GROUP
-APP_VERSION: Final = objects.VERSION
-APP_PLURAL: Final = "apps"
 
 
 def render_spark_conf(conf: Mapping[str, str]) -> str:

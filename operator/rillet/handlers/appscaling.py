@@ -15,9 +15,12 @@ and, for the settled ones (status at the current generation, not being deleted, 
   (`apptargets.released_executors` says why);
 - writes the status only when it changed, conditional on the resourceVersion it read (a newer
   App is its handler's), with an Event per scaling decision that changes the count and per
-  change of standing.
+  change of standing;
+- then, once the status holds it, writes the count onto the driver pod (the
+  `rillet.io/executors-desired` annotation, `driverapi.desires`) when the pod says another.
 
-The driver reads `status.executors.desired` as often and asks Spark for that many executors.
+The driver watches its own pod for that annotation and asks Spark for that many executors: it
+needs no right on its App (`status.executors.desired` is what users read).
 Apps that wait for Topics or Tables, or whose spec was refused, are reconciled again instead
 (`appreconciling`): nothing about such an App changes when what it waits for appears.
 
@@ -164,14 +167,19 @@ class AppScaler:
             max_executors_per_app=self._deps.env.max_executors_per_app,
         )
         self._history[uid] = scaled.history
-        await self._write(target.body, scaled.report)
+        if not await self._write(target.body, scaled.report):
+            return  # the next pass decides from the App as it is now
+        if scaled.driver_patch is not None:
+            pod, patch = scaled.driver_patch
+            await self._deps.kube.patch_pod(target.key[0], pod, patch)
         if scaled.released:
             log.info(
                 "App %s/%s: deleting executor pods on lost nodes: %s", *target.key, scaled.released
             )
             await self._deps.kube.force_delete_pods(target.key[0], scaled.released)
 
-    async def _write(self, body: Mapping[str, Any], report: notes.Report) -> None:
+    async def _write(self, body: Mapping[str, Any], report: notes.Report) -> bool:
+        """Write the status and post the Events; False when the App changed meanwhile."""
         meta = body["metadata"]
         if report.status_patch:
             written = await self._writer.patch_status(
@@ -183,8 +191,9 @@ class AppScaler:
             )
             if not written:  # the App changed since this pass read it: the next pass sees it
                 log.debug("App %s/%s changed meanwhile: status not written", *_key(body))
-                return
+                return False
         for note in report.notes:
             await self._writer.post_event(
                 dict(body), type_=note.type, reason=note.reason, message=note.message
             )
+        return True

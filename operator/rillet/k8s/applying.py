@@ -41,7 +41,7 @@ _PLURALS: Final = {
     "ServiceAccount": "serviceaccounts",
     "ConfigMap": "configmaps",
     "Service": "services",
-    "Role": "roles",
+    "Role": "roles",  # an older release's, deleted (rbac.legacy_objects)
     "RoleBinding": "rolebindings",
     "StatefulSet": "statefulsets",
     "Deployment": "deployments",
@@ -207,6 +207,12 @@ class AppKube:
             if obj is objects.stateful_set and observed is not None and reasons:
                 self._replace_stateful_set(observed)
             self._server_side_apply(obj)
+        # After the new binding: the driver is never without its rights. One not the App's is
+        # left as it is.
+        for obj in objects.legacy:
+            owner = ownership.controller_of(obj)
+            if owner is not None:
+                self._delete_owned([path_of(obj)], owner)
         return Applied(
             created=observed is None,
             rolled=observed is not None and spec_hash_of(observed) != objects.spec_hash,
@@ -304,6 +310,15 @@ class AppKube:
         """Merge `patch` into the Secret (a rotated password)."""
         path = object_path("v1", "Secret", namespace, name)
         await asyncio.to_thread(self._patch, path, patch)
+
+    async def patch_pod(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        """Merge `patch` into the pod (a driver's desired executor count); one gone is fine."""
+        path = object_path("v1", "Pod", namespace, name)
+        try:
+            await asyncio.to_thread(self._patch, path, patch)
+        except ApiException as error:
+            if error.status != 404:  # the driver went: its successor is annotated next pass
+                raise
 
     async def namespace_uid(self, name: str) -> str:
         """The uid of a namespace (kube-system's is the usual id of a cluster)."""

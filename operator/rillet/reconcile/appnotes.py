@@ -65,8 +65,8 @@ def applied_notes(name: str, applied: Applied | None) -> tuple[notes.Note, ...]:
     driver = naming.app_driver_name(name)
     if applied.created:
         message = (
-            f"created the driver StatefulSet {driver}, with its ServiceAccount, Role, "
-            "RoleBinding, ConfigMap and Service"
+            f"created the driver StatefulSet {driver}, with its ServiceAccount, RoleBinding, "
+            "ConfigMap and Service"
         )
         return (notes.Note("Normal", "DriverCreated", message),)
     if applied.replaced:

@@ -105,6 +105,7 @@ def environment(
         ),
         max_executors_per_app=settings.max_executors_per_app,
         monitoring_namespace_labels=tuple(sorted(settings.monitoring_namespace_labels.items())),
+        driver_cluster_role=settings.driver_cluster_role,
     )
 
 

@@ -3,7 +3,9 @@
 Which Apps a pass scales (settled, not suspended, not held back by their spec or references)
 and which it reconciles again instead; each scaled App's target (stream inputs and consumer
 group), its pods, its inputs' partitions and lag, what its stages run at once, and what the pass
-concludes (`derive_pass`): the decision of `scaling.plan_executors`, the status and the Events.
+concludes (`derive_pass`): the decision of `scaling.plan_executors`, the status, the Events and
+the driver pod's `rillet.io/executors-desired` annotation (`driverapi.desires`), which is how
+the driver learns the count.
 The pass reads Kafka and the pods and keeps the history; this module only combines what it read.
 """
 
@@ -15,7 +17,7 @@ from datetime import datetime
 from typing import Any, Final, Protocol
 
 from rillet.api.v1alpha1 import appresources
-from rillet.driverapi import reports
+from rillet.driverapi import desires, reports
 from rillet.reconcile import (
     appnotes,
     appobservations,
@@ -206,11 +208,13 @@ def observe(
 @dataclass(frozen=True)
 class Pass:
     """What a scaling pass concluded about one App, and the history for its next pass.
-    `released`: the (name, uid) of executor pods to delete at once (`released_executors`)."""
+    `released`: the (name, uid) of executor pods to delete at once (`released_executors`);
+    `driver_patch`: (driver pod name, merge patch) when its desired count is not the decision."""
 
     report: notes.Report
     history: tuple[scaling.Recommendation, ...]
     released: tuple[tuple[str, str], ...] = ()
+    driver_patch: tuple[str, dict[str, Any]] | None = None
 
 
 def released_executors(
@@ -253,7 +257,8 @@ def derive_pass(
     previous = body.get("status") or {}
     inputs = observe_inputs(target, lags)
     before = (previous.get("executors") or {}).get("desired")
-    parallelism = parallelism_of(target, inputs, driver_pod(target, pods))
+    driver = driver_pod(target, pods)
+    parallelism = parallelism_of(target, inputs, driver)
     decision = scaling.plan_executors(
         policy_of(body.get("spec") or {}, quota=max_executors_per_app),
         partitions=parallelism,
@@ -269,8 +274,10 @@ def derive_pass(
         + appnotes.standing_notes(previous, appstatus.derive_standing(observation))
         + appnotes.lost_executors_note(previous, observation)
     )
+    patch = desires.desired_patch(driver, decision.desired)
     return Pass(
         notes.Report(statuses.merge_patch(previous, status), posted),
         decision.history,
         released_executors(target, pods, lost_nodes),
+        driver_patch=(str(driver["metadata"]["name"]), patch) if driver and patch else None,
     )

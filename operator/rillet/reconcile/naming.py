@@ -49,8 +49,15 @@ def name_problem(name: str) -> str | None:
 
 
 def app_driver_name(app: str) -> str:
-    """Name of the driver's StatefulSet, headless Service, ServiceAccount, Role and RoleBinding."""
+    """Name of the driver's StatefulSet, headless Service and ServiceAccount (and of the Role
+    and RoleBinding an older release made)."""
     return f"{app}-driver"
+
+
+def app_driver_binding_name(app: str) -> str:
+    """Name of the RoleBinding of the driver ClusterRole to the driver's ServiceAccount (not
+    `<app>-driver`: an older release's binding of that name points at a Role, for good)."""
+    return f"{app}-driver-rights"
 
 
 def app_driver_pod_name(app: str) -> str:

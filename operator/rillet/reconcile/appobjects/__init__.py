@@ -1,6 +1,7 @@
 """Pure: the Kubernetes objects of one App, as plain dicts ready for server-side apply.
 
-A ServiceAccount, Role and RoleBinding (the driver's identity), a ConfigMap (run spec, Spark conf,
+A ServiceAccount and a RoleBinding of the chart's driver ClusterRole (the driver's identity), a
+ConfigMap (run spec, Spark conf,
 executor pod template), a headless Service, a NetworkPolicy and a StatefulSet of one driver pod;
 Spark creates the executor pods from the template. Each object is built by an ordered tuple of
 small option functions, each adding one concern, as the Spark operator builds spark-submit

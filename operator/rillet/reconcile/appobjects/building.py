@@ -25,7 +25,6 @@ class AppObjects:
     """The objects of one App as plain dicts, ready for server-side apply."""
 
     service_account: dict[str, Any]
-    role: dict[str, Any]
     role_binding: dict[str, Any]
     config_map: dict[str, Any]
     service: dict[str, Any]
@@ -40,13 +39,14 @@ class AppObjects:
     # The schema registry's credentials for an Avro App's driver, without their data: the
     # reconcile adds it and applies the Secret before these objects (handlers.appregistry).
     registry_secret: dict[str, Any] | None = None
+    # What an older release made and this one deletes, when the App owns it (rbac).
+    legacy: tuple[dict[str, Any], ...] = ()
 
     def in_apply_order(self) -> tuple[dict[str, Any], ...]:
         """Identity and permissions first, the ConfigMap before the pod that reads it, the
         NetworkPolicy before any pod it admits to."""
         return (
             self.service_account,
-            self.role,
             self.role_binding,
             self.config_map,
             self.service,
@@ -71,7 +71,6 @@ def build_app_objects(
     context = contexts.build_context(app, run_spec, env, parallelism=parallelism)
     return AppObjects(
         service_account=rbac.build_service_account(context),
-        role=rbac.build_role(context),
         role_binding=rbac.build_role_binding(context),
         config_map=drivers.build_config_map(context),
         service=drivers.build_service(context),
@@ -82,4 +81,5 @@ def build_app_objects(
         spark_auth_secret=sparkauth.build_secret(context),
         kafka_access=credentials.build_kafka_access(context),
         registry_secret=registrycredentials.build_secret(context),
+        legacy=rbac.legacy_objects(context),
     )

@@ -12,13 +12,16 @@ import dataclasses
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import parallelisms, scaling
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
+# What the chart names the driver ClusterRole in a release of namespace `rillet`; the chart
+# sets the name of its own (RILLET_APP_DRIVER_CLUSTER_ROLE).
+DEFAULT_DRIVER_CLUSTER_ROLE: Final = "rillet-rillet-operator-driver"
 
 # A checkpoint location with a scheme is remote storage (s3a://, hdfs://, gs://, abfs://...).
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -46,6 +49,8 @@ class AppEnvironment:
     max_executors_per_app: int | None = None
     # matchLabels (sorted pairs) of the namespaces that may scrape a driver's metrics; (): none.
     monitoring_namespace_labels: tuple[tuple[str, str], ...] = ()
+    # The ClusterRole every App's driver is bound to in its namespace (the chart's, rbac).
+    driver_cluster_role: str = DEFAULT_DRIVER_CLUSTER_ROLE
 
 
 @dataclass(frozen=True, kw_only=True)

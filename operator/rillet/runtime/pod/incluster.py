@@ -4,16 +4,17 @@ The operator starts `rillet drive` in the driver pod with the pod's identity fro
 API (POD_NAME, POD_IP, POD_NAMESPACE), the App's name (RILLET_APP_NAME) and the Spark settings
 it built (RILLET_SPARK_CONF_JSON: master, image, namespace, credentials, ports, executor size).
 This module turns those into the driver's Spark conf (`build_drive_conf`), runs the loop beside
-the App (`alongside`): it reads the App's `status.executors.desired` and applies it
-(`scaling.Scaler`) as soon as a watch of the App sees the count change, and every
-`SCALE_SECONDS` in any case; every `REPORT_SECONDS` and after each scale action it patches the
-pod's progress annotation (`reporting`). Why a driver failed goes to the operator in the pod's
-termination message (`terminating`).
+the App (`alongside`): it reads the desired executor count the operator writes on the driver's
+own pod (`driverapi.desires`) and applies it (`scaling.Scaler`) as soon as a watch of the pod
+sees the count change, and every `SCALE_SECONDS` in any case; every `REPORT_SECONDS` and after
+each scale action it patches the pod's progress annotation (`reporting`). Why a driver failed
+goes to the operator in the pod's termination message (`terminating`).
 
 The loop never stops the App: a failed read, watch or patch is logged and tried again later. It
-needs the in-cluster credentials of the pod's ServiceAccount (its Role grants `get` and `watch`
-on the App and `patch` on pods); without them (a driver outside a cluster) the App runs without
-it.
+needs the in-cluster credentials of the pod's ServiceAccount (the chart's driver ClusterRole,
+bound in the App's namespace, grants `get`, `watch` and `patch` on pods: what Spark's
+Kubernetes backend needs anyway, and no right on the App); without them (a driver outside a
+cluster) the App runs without it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rillet.driverapi import reports, wiring
+from rillet.driverapi import desires, reports, wiring
 from rillet.runtime.pod import reporting, scaling, terminating
 
 if TYPE_CHECKING:  # pyspark only at run time, from inside a running driver
@@ -37,8 +38,7 @@ log = logging.getLogger(__name__)
 SCALE_SECONDS = 2.0
 # One watch request lasts this long, then another starts (the apiserver ends watches anyway).
 WATCH_SECONDS = 300
-# After a failed watch (a Role of an older release without `watch`, an apiserver restart): the
-# loop's period still reads the count meanwhile.
+# After a failed watch (an apiserver restart): the loop's period still reads the count meanwhile.
 WATCH_RETRY_SECONDS = 30.0
 REPORT_SECONDS = 5.0
 REQUEST_TIMEOUT_SECONDS = 5.0
@@ -106,7 +106,7 @@ def missing_pod_settings(conf: Mapping[str, str], pod: PodIdentity) -> list[str]
 class Kube(Protocol):
     """The Kubernetes calls of the loop (KubeAccess; fakes in tests)."""
 
-    app_name: str | None
+    pod_name: str
 
     def read_desired(self) -> int | None: ...
     def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]: ...
@@ -115,18 +115,17 @@ class Kube(Protocol):
 
 
 class KubeAccess:
-    """The driver's Kubernetes calls: read and watch its App, patch its own pod."""
+    """The driver's Kubernetes calls: read, watch and patch its own pod."""
 
-    def __init__(self, api: Any, *, namespace: str, pod_name: str, app_name: str | None) -> None:
+    def __init__(self, api: Any, *, namespace: str, pod_name: str) -> None:
         from kubernetes import client
 
         self._api = api
-        self._custom = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
-        self.namespace, self.pod_name, self.app_name = namespace, pod_name, app_name
+        self.namespace, self.pod_name = namespace, pod_name
 
     @classmethod
-    def in_cluster(cls, *, namespace: str, pod_name: str, app_name: str | None) -> KubeAccess:
+    def in_cluster(cls, *, namespace: str, pod_name: str) -> KubeAccess:
         """With the pod's ServiceAccount; raises kubernetes' ConfigException outside a pod."""
         from kubernetes import client, config
 
@@ -134,54 +133,32 @@ class KubeAccess:
         config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration
         )
-        return cls(
-            client.ApiClient(configuration),
-            namespace=namespace,
-            pod_name=pod_name,
-            app_name=app_name,
-        )
+        return cls(client.ApiClient(configuration), namespace=namespace, pod_name=pod_name)
 
     def read_desired(self) -> int | None:
-        """The App's status.executors.desired (None: absent, or no such App)."""
-        from kubernetes.client.exceptions import ApiException
-
-        if self.app_name is None:
-            return None
-        try:
-            app = self._custom.get_namespaced_custom_object(
-                wiring.APP_GROUP,
-                wiring.APP_VERSION,
-                self.namespace,
-                wiring.APP_PLURAL,
-                self.app_name,
-                _request_timeout=REQUEST_TIMEOUT_SECONDS,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return scaling.desired_executors(app) if isinstance(app, Mapping) else None
+        """The desired executor count on the driver's pod (None: not written yet)."""
+        pod = self._core.read_namespaced_pod(
+            self.pod_name, self.namespace, _request_timeout=REQUEST_TIMEOUT_SECONDS
+        )
+        annotations = pod.metadata.annotations if pod.metadata else None
+        return desires.read_desired({"metadata": {"annotations": annotations}})
 
     def watch_desired(self, timeout_seconds: int) -> Iterator[int | None]:
-        """The App's status.executors.desired each time the App changes (first as it is now),
-        for one watch request of at most `timeout_seconds`; raises when the watch fails."""
+        """The desired executor count on the driver's pod each time the pod changes (first as
+        it is now), for one watch request of at most `timeout_seconds`; raises when the watch
+        fails. A watch of one pod, by a metadata.name field selector."""
         from kubernetes import watch
 
-        if self.app_name is None:
-            return
         events = watch.Watch().stream(  # type: ignore[no-untyped-call]
-            self._custom.list_namespaced_custom_object,
-            wiring.APP_GROUP,
-            wiring.APP_VERSION,
+            self._core.list_namespaced_pod,
             self.namespace,
-            wiring.APP_PLURAL,
-            field_selector=f"metadata.name={self.app_name}",
+            field_selector=f"metadata.name={self.pod_name}",
             timeout_seconds=timeout_seconds,
             _request_timeout=timeout_seconds + REQUEST_TIMEOUT_SECONDS,
         )
         for event in events:
-            app = event.get("object")
-            yield scaling.desired_executors(app) if isinstance(app, Mapping) else None
+            pod = event.get("raw_object")
+            yield desires.read_desired(pod) if isinstance(pod, Mapping) else None
 
     def patch_progress(self, report: reports.Progress) -> None:
         """Set the pod's progress annotation (a strategic merge patch of its metadata)."""
@@ -249,7 +226,7 @@ class InClusterLoop:
             self._wake.clear()
 
     def _watch(self) -> None:
-        """Wake the loop as soon as the App's desired count changes: executors are asked for
+        """Wake the loop as soon as the desired count on the pod changes: executors are asked for
         the moment the operator decides, not up to SCALE_SECONDS later."""
         seen: int | None = None
         while not self._stop.is_set():
@@ -263,7 +240,7 @@ class InClusterLoop:
             except Exception as error:
                 if self._stop.is_set():
                     return  # the client was closed under the watch
-                self._trouble("watch", "watching the App failed", error)
+                self._trouble("watch", "watching the driver's pod failed", error)
                 self._stop.wait(WATCH_RETRY_SECONDS)
 
     def tick(self) -> None:
@@ -275,12 +252,12 @@ class InClusterLoop:
             self._report()
 
     def _scale(self) -> bool:
-        """Apply the desired count, if the App has one; True when Spark was asked for a change."""
+        """Apply the desired count, if the pod has one; True when Spark was asked for a change."""
         try:
             desired = self._kube.read_desired()
             self._problems.pop("read", None)
         except Exception as error:
-            self._trouble("read", f"reading App {self._kube.app_name} failed", error)
+            self._trouble("read", f"reading pod {self._kube.pod_name} failed", error)
             desired = None
         try:
             self._scaler.ensure_started()
@@ -345,9 +322,7 @@ def _start_loop(
         )
         return None
     try:
-        kube = KubeAccess.in_cluster(
-            namespace=pod.namespace, pod_name=pod.pod_name, app_name=pod.app_name
-        )
+        kube = KubeAccess.in_cluster(namespace=pod.namespace, pod_name=pod.pod_name)
     except ConfigException as error:
         log.warning("not in a cluster (%s): no live scaling, no progress annotation", error)
         return None
@@ -367,10 +342,9 @@ def _start_loop(
         return None
     loop.start()
     log.info(
-        "executor count from apps/%s in %s every %ss; progress on pod %s",
-        pod.app_name,
+        "executor count from, and progress on, pod %s in %s (watched; read every %ss)",
+        pod.pod_name,
         pod.namespace,
         SCALE_SECONDS,
-        pod.pod_name,
     )
     return loop

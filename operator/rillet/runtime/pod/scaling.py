@@ -1,7 +1,8 @@
 """Live executor scaling from inside the driver: what to ask Spark for, and asking it.
 
-The operator writes the executor count it wants into the App's `status.executors.desired`; the
-driver's in-cluster loop (`incluster`) reads it and hands it to a `Scaler`. Spark's developer
+The operator writes the executor count it wants onto the driver pod (the
+`rillet.io/executors-desired` annotation, `driverapi.desires`); the driver's in-cluster loop
+(`incluster`) reads it and hands it to a `Scaler`. Spark's developer
 API (reached through py4j) has traps, verified on Kubernetes with Spark 4.2:
 - the target (`requestTotalExecutors`) only ever adds pods, it never removes a running executor;
 - `killExecutors(ids)` removes those executors and lowers the target by one each, but a kill
@@ -49,16 +50,6 @@ class ScaleAction:
 
     total: int
     kill: tuple[str, ...] = ()
-
-
-def desired_executors(app: Mapping[str, Any]) -> int | None:
-    """The App's `status.executors.desired`; None when absent or not a count."""
-    status = app.get("status")
-    executors = status.get("executors") if isinstance(status, Mapping) else None
-    desired = executors.get("desired") if isinstance(executors, Mapping) else None
-    if isinstance(desired, bool) or not isinstance(desired, int) or desired < 0:
-        return None
-    return desired
 
 
 def initial_target(configured: str | None) -> int:
