@@ -10,12 +10,14 @@ own pods: node 1 on the host, extra nodes in their network namespace (extranodes
 Upstream steers the first packet of each connection to its nfqueue with nftables' `queue`
 expression, which this machine's kernel lacks (`nft add rule ... queue num 100`: "No such file
 or directory"); its own rules are then refused as a whole and it still answers the queue. The
-stack steers instead with iptables' NFQUEUE target, which the kernel has: every new forwarded
-connection (pod to pod, across the bridge or between nodes) goes to the queue, and the
-controller decides by the policies. `--queue-bypass` lets traffic through while the controller
-is not listening (upstream's `--fail-open`), so a restart never cuts the stack off; the tests
-that a policy holds fail loudly then. Traffic the node itself opens (kubelet probes, the tests
-and the operator run on the host) is not forwarded and so never queued: upstream accepts it too.
+stack steers instead with iptables' NFQUEUE target, which the kernel has: every new connection
+a pod opens that is forwarded (pod to pod, across the bridge or between nodes) goes to the
+queue, and the controller decides by the policies. `--queue-bypass` lets traffic through while
+the controller is not listening (upstream's `--fail-open`), so a restart never cuts the stack
+off; the tests that a policy holds fail loudly then. Traffic the host opens (kubelet probes,
+the apiserver's proxy, the tests and the operator run on the host) is never queued, to node 1's
+pods or to an extra node's: all the stack's nodes share the host, and upstream accepts a
+node's own traffic.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from rillet_devstack import gobuilding, processes, reporting
+from rillet_devstack import gobuilding, node, processes, reporting
 from rillet_devstack.commands import run_logged
 
 SOURCE = Path(__file__).resolve().parent / "networkpolicies"
@@ -70,7 +72,7 @@ def steering_rules(iptables: str = "iptables") -> list[list[str]]:
         [iptables, "-w", "5", "-t", TABLE, "-N", CHAIN],
         [
             *(iptables, "-w", "5", "-t", TABLE, "-A", CHAIN),
-            *("-m", "conntrack", "--ctstate", "NEW"),
+            *("-s", node.CLUSTER_CIDR, "-m", "conntrack", "--ctstate", "NEW"),
             *("-j", "NFQUEUE", "--queue-num", str(QUEUE), "--queue-bypass"),
         ],
         [iptables, "-w", "5", "-t", TABLE, "-I", "FORWARD", "1", "-j", CHAIN],

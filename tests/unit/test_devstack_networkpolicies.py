@@ -22,14 +22,17 @@ MANGLE = """\
 -N KUBE-PROXY-CANARY
 -N RILLET-NETWORK-POLICIES
 -A FORWARD -j RILLET-NETWORK-POLICIES
--A RILLET-NETWORK-POLICIES -m conntrack --ctstate NEW -j NFQUEUE --queue-num 100 --queue-bypass
-"""
+-A RILLET-NETWORK-POLICIES -s 10.244.0.0/16 -m conntrack --ctstate NEW -j NFQUEUE \
+--queue-num 100 --queue-bypass
+""".replace("\\\n", "")
 
 
 def test_new_forwarded_connections_go_to_the_controllers_queue_first() -> None:
     create, queue, jump = networkpolicies.steering_rules()
     assert create[-2:] == ["-N", networkpolicies.CHAIN]
     assert queue[queue.index("--ctstate") + 1] == "NEW"  # established flows stay in the kernel
+    # What pods open, not what the host (the control plane, the tests) opens to them.
+    assert queue[queue.index("-s") + 1] == "10.244.0.0/16"
     assert queue[queue.index("--queue-num") + 1] == str(networkpolicies.QUEUE)
     assert "--queue-bypass" in queue  # a restarting controller never cuts the stack off
     assert jump[jump.index("-I") + 1 :] == ["FORWARD", "1", "-j", networkpolicies.CHAIN]
