@@ -816,6 +816,23 @@ CASES: tuple[Case, ...] = (
         app({"checkpoint": {"location": "s3a://bucket/app", "endpoint": "store:8333"}}),
         "spec.checkpoint.endpoint in body should match",
     ),
+    # An App's own Secret must not be named as the Secrets Rillet makes for Apps end.
+    *(
+        Case(
+            f"app-checkpoint-secret-named{suffix}",
+            app(
+                {
+                    "checkpoint": {
+                        "location": "s3a://bucket/app",
+                        "secretRef": {"name": f"billing{suffix}"},
+                    }
+                }
+            ),
+            "a Secret an App names cannot end in -kafka, -spark-auth or -schema-registry: Rillet "
+            "makes Secrets of those names for Apps",
+        )
+        for suffix in ("-kafka", "-spark-auth", "-schema-registry")
+    ),
     Case(
         "app-checkpoint-secret-key-slash",
         app(

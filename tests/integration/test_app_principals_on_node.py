@@ -13,9 +13,11 @@ the node's address; an operator with the admin's credentials and `kafka.appPrinc
   (its executors' transactions, as its principal); each line carries its count in the word
   count's Table, which the changed spec looks up (`lookups`: executors reading the Table and
   the driver pinning it, as its principal);
-- no generated password appears in the operator's log, the pods' logs, the pod specs, the
-  ConfigMaps, the Apps' status or the Events; the Spark UI (which would show the environment
-  and SQL plans) does not answer, the driver's metrics port does;
+- neither generated password nor the operator's own Kafka admin password (which it reads from
+  files: it is not in its environment) appears in the operator's log, the pods' logs, the pod
+  specs, StatefulSets, ConfigMaps, annotations, Events or the Rillet objects (status included),
+  and the admin's is in no Secret of the namespace either; the Spark UI (which would show the
+  environment and SQL plans) does not answer, the driver's metrics port does;
 - a new token on the word count's `rillet.io/rotate-credentials` rotates its password: the
   Secret holds a new one, the old one no longer logs in and the new one does, an Event
   CredentialsRotated says so (without either password), the driver restarts and the Table
@@ -173,6 +175,28 @@ def _logs(kube: Kube, namespace: str) -> list[str]:
     return found
 
 
+def _shown(kube: Kube, namespace: str, operator: OperatorProcess) -> list[str]:
+    """What anyone who may read the namespace (or the operator's log) sees: the operator's log
+    first, the pods' logs, then the objects (specs, annotations, statuses) and Events last."""
+    return [
+        operator.log.read_text(encoding="utf-8", errors="replace"),
+        *_logs(kube, namespace),
+        kube.kubectl("get", "pods,configmaps,statefulsets", "-n", namespace, "-o", "json").stdout,
+        kube.kubectl("get", "rillet", "-n", namespace, "-o", "json").stdout,
+        kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout,
+    ]
+
+
+def _secret_values(kube: Kube, namespace: str) -> str:
+    """Every value of every Secret of the namespace, decoded, one a line."""
+    listed = json.loads(kube.kubectl("get", "secrets", "-n", namespace, "-o", "json").stdout)
+    return "\n".join(
+        base64.b64decode(value).decode(errors="replace")
+        for secret in listed["items"]
+        for value in (secret.get("data") or {}).values()
+    )
+
+
 def _answers(kube: Kube, namespace: str, app: str, port: int, path: str) -> bool:
     """Whether a port of the App's driver pod answers `path`, through the apiserver's proxy."""
     raw = f"/api/v1/namespaces/{namespace}/pods/{app}-driver-0:{port}/proxy{path}"
@@ -216,6 +240,8 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     lone_operator: Callable[..., OperatorProcess],
 ) -> None:
     cluster = node_secured_kafka
+    security = cluster.security
+    assert security is not None
     admin_config = cluster.client_config()
     admin = AdminClient(admin_config)
     own = lone_operator(settings=_settings(cluster))
@@ -281,13 +307,13 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert f"topics [{lines}] (TOPIC_AUTHORIZATION_FAILED)" in refused["message"]
 
     passwords = [_password(kube, namespace, app), _password(kube, namespace, intruder)]
-    shown = [
-        own.log.read_text(encoding="utf-8", errors="replace"),
-        *_logs(kube, namespace),
-        kube.kubectl("get", "pods,configmaps,statefulsets", "-n", namespace, "-o", "json").stdout,
-        kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout,
-        json.dumps([get(kube, "app", name, namespace) for name in (app, intruder)]),
-    ]
+    assert security.admin_password not in _secret_values(kube, namespace), (
+        "the operator's admin password is in a Secret of the App's namespace"
+    )
+    assert own.process is not None  # it reads the password from files, not its environment
+    environment = Path(f"/proc/{own.process.pid}/environ").read_bytes()
+    assert security.admin_password.encode() not in environment, "in the operator's environment"
+    shown = _shown(kube, namespace, own)
     assert shown[0], "the operator's log is empty"
     assert all(shown[-3:]), "an object is empty"
     # Spark's UI, which showed every setting and plan, does not listen; its metrics do.
@@ -295,6 +321,9 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert not _answers(kube, namespace, app, SPARK_UI_PORT, "/api/v1/applications")
     for password in passwords:
         assert not [text for text in shown if password in text], "a password was shown"
+    assert not [text for text in shown if security.admin_password in text], (
+        "the operator's admin password was shown"
+    )
 
     # Given the Topic as its own input instead, the intruder is granted it before its new
     # driver starts, and runs.
@@ -383,12 +412,11 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     )
     truth += produce_lines(cluster.bootstrap, lines, 3_000, seed=13, config=admin_config)
     wait_table(cluster.bootstrap, counts, truth, timeout=420, config=admin_config)
-    shown = [
-        own.log.read_text(encoding="utf-8", errors="replace"),
-        kube.kubectl("get", "events,pods,statefulsets", "-n", namespace, "-o", "json").stdout,
-        json.dumps(get(kube, "app", app, namespace)),
-    ]
+    shown = _shown(kube, namespace, own)
     assert not [text for text in shown if rotated in text], "the new password was shown"
+    assert not [text for text in shown if security.admin_password in text], (
+        "the operator's admin password was shown"
+    )
     passwords[0] = rotated
 
     # A credential of the other SCRAM mechanism (set by hand, say) goes with the App too.

@@ -32,6 +32,9 @@ Test plan:
   `--list`); so can a release installed without watch values in its own namespace, the only
   one holding its Role and the one its operator is told to watch; neither may create a Role or
   a pod, or bind a ClusterRole but the driver's;
+- the chart's admission policy holds the operator's Secret writes, with its real token, to
+  the Secrets it makes: a Secret `other` is refused with the policy's message, one named
+  `<name>-spark-auth` is refused without the managed-by label and admitted with it;
 - watchAnyNamespace beside listed namespaces is refused at install, naming the value, and
   nothing is installed;
 - `helm uninstall` keeps the CRDs it installed from the chart's crds/ (deleting them would
@@ -430,6 +433,51 @@ def test_a_release_listing_namespaces_cannot_touch_another(
     it does; in any other, nothing (the cluster-wide reads of namespaces, CRDs and nodes only)."""
     release, watched = listed_release
     _assert_only_watched_reached(kube, release, watched, new_namespace(), tmp_path)
+
+
+def test_the_operators_secret_writes_are_held_to_the_secrets_it_makes(
+    kube: Kube, listed_release: tuple[str, str], tmp_path: Path
+) -> None:
+    """RBAC lets the operator create any Secret of a namespace it watches; the chart's admission
+    policy (templates/operatorsecrets.yaml) holds it, with its real token, to the names and
+    label of the Secrets it makes."""
+    release, watched = listed_release
+    as_operator = Kube(
+        kubeconfig=write_service_account_kubeconfig(
+            kube.kubeconfig,
+            tmp_path / "operator.kubeconfig",
+            namespace=release,
+            name="rillet-operator",
+        )
+    )
+
+    def create(name: str, labels: dict[str, str]) -> str:
+        """What the apiserver answers the operator (dry run: nothing is made)."""
+        metadata: dict[str, Any] = {"name": name, **({"labels": labels} if labels else {})}
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": metadata}
+        result = as_operator.kubectl(
+            *("create", "--dry-run=server", "-n", watched, "-f", "-"),
+            input=json.dumps(secret),
+            check=False,
+        )
+        return "allowed" if result.returncode == 0 else result.stderr
+
+    managed = {"app.kubernetes.io/managed-by": "rillet"}
+    answer = as_operator.kubectl("auth", "can-i", "create", "secrets", "-n", watched, check=False)
+    assert answer.stdout.strip() == "yes"  # RBAC: any name
+
+    def refusal() -> str | None:
+        said = create("other", managed)
+        return None if said == "allowed" else said
+
+    refused = wait_for(refusal, timeout=60, what="the operator's Secret policy in force")
+    assert (
+        "the Rillet operator writes only the Secrets it makes for Apps and Tables (named "
+        "<name>-kafka, <name>-spark-auth or <name>-schema-registry): not other"
+    ) in refused, refused
+    assert create("x-spark-auth", managed) == "allowed"
+    unlabelled = create("x-spark-auth", {})
+    assert "labelled app.kubernetes.io/managed-by=rillet" in unlabelled, unlabelled
 
 
 def _assert_only_watched_reached(

@@ -6,7 +6,9 @@ Test plan:
   from one of our CEL rules, pydantic gives the very same message;
 - both sides of every update case are valid objects (only the change is invalid, which the
   apiserver alone can see);
-- the rules' Python mirrors agree with their CEL on a few boundary values.
+- the rules' Python mirrors agree with their CEL on a few boundary values;
+- the Secret names an App may not use are exactly how the Secrets Rillet makes for Apps (and
+  Table servers) end, and a Secret of any other name is accepted.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 import pydantic
 import pytest
 
-from rillet.api.v1alpha1 import fields, kinds
+from rillet.api.v1alpha1 import appresources, apps, fields, kinds
+from rillet.reconcile import kafkaaccess, naming, tableservers
 from tests.integration import invalid_crs
 
 CREATES = [case for case in invalid_crs.CASES if case.before is None]
@@ -78,3 +81,26 @@ def test_window_rules_compare_durations_not_strings() -> None:
     # "90s" > "5m" as strings, but not as durations: the rule must compare lengths.
     document = invalid_crs.table({"window": {"type": "hopping", "size": "5m", "step": "90s"}})
     kinds.parse(document)
+
+
+def test_the_refused_secret_names_are_those_rillet_makes() -> None:
+    made = [
+        kafkaaccess.secret_name("billing"),
+        naming.app_spark_auth_secret_name("billing"),
+        naming.app_schema_registry_secret_name("billing"),
+        tableservers.registry_secret_name("counts"),
+    ]
+    suffixes = {next(s for s in appresources.RILLET_SECRET_SUFFIXES if n.endswith(s)) for n in made}
+
+    assert suffixes == set(appresources.RILLET_SECRET_SUFFIXES)
+
+
+@pytest.mark.parametrize("name", ["store", "billing-s3", "kafka", "spark-auth-keys"])
+def test_a_checkpoint_secret_of_any_other_name_is_accepted(name: str) -> None:
+    checkpoint = {"location": "s3a://bucket/app", "secretRef": {"name": name}}
+
+    parsed = apps.App.model_validate(invalid_crs.app({"checkpoint": checkpoint}))
+
+    assert parsed.spec.checkpoint is not None
+    assert parsed.spec.checkpoint.secret_ref is not None
+    assert parsed.spec.checkpoint.secret_ref.name == name

@@ -330,6 +330,14 @@ class ChartValues(ChartModel):
         "to its own App's executors: no other pod, no ServiceAccount token, no host path or "
         "host namespace, nothing privileged (docs/security-model.md).",
     )
+    operator_secret_policy: bool = Field(
+        default=True,
+        description="A ValidatingAdmissionPolicy that holds the operator's own writes of Secrets "
+        "(create, update, delete) to those it makes: named <name>-kafka, -spark-auth or "
+        "-schema-registry and labelled app.kubernetes.io/managed-by=rillet (RBAC cannot limit "
+        "a create by name). Its reads stay namespace-wide in the watched namespaces "
+        "(docs/security-model.md).",
+    )
     kafka: Kafka = Field(default_factory=Kafka)
     schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)
     operator: Operator = Field(default_factory=Operator)

@@ -83,11 +83,32 @@ SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-
 ENDPOINT_PATTERN = r"^https?://[^/?#\s]+/?$"
 S3A_SCHEME = "s3a://"
 
+# How the names of the Secrets Rillet makes for an App end (`<app>-kafka`, `<app>-spark-auth`,
+# `<app>-schema-registry`; reconcile.naming and kafkaaccess build them). The apiserver keeps an
+# executor from reading such a Secret of another App (the chart's driver-pods policy), so an App
+# naming one as its own would never start: refused at apply instead, with the reason.
+RILLET_SECRET_SUFFIXES = ("-kafka", "-spark-auth", "-schema-registry")
+
+UserSecretName = Annotated[
+    fields.ObjectName,
+    rules.Rule(
+        rule=f"!{rules.cel_list(RILLET_SECRET_SUFFIXES)}.exists(s, self.endsWith(s))",
+        message="a Secret an App names cannot end in -kafka, -spark-auth or -schema-registry: "
+        "Rillet makes Secrets of those names for Apps (their Kafka passwords, Spark keys and "
+        "schema registry credentials), and no App's pods may read another App's; rename the "
+        "Secret, e.g. to <name>-s3",
+        check=lambda name: not name.endswith(RILLET_SECRET_SUFFIXES),
+    ),
+]
+
 
 class CheckpointSecretRef(objects.WireModel):
     """A Secret in the App's namespace holding the object store's access key pair."""
 
-    name: fields.ObjectName = Field(description="The Secret's name.")
+    name: UserSecretName = Field(
+        description="The Secret's name (not ending in -kafka, -spark-auth or -schema-registry: "
+        "those are the names of Secrets Rillet makes for Apps)."
+    )
     access_key_id_key: SecretKey = Field(
         default="AWS_ACCESS_KEY_ID", description="The key of the Secret holding the access key id."
     )
