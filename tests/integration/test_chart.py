@@ -442,14 +442,7 @@ def test_the_operators_secret_writes_are_held_to_the_secrets_it_makes(
     policy (templates/operatorsecrets.yaml) holds it, with its real token, to the names and
     label of the Secrets it makes."""
     release, watched = listed_release
-    as_operator = Kube(
-        kubeconfig=write_service_account_kubeconfig(
-            kube.kubeconfig,
-            tmp_path / "operator.kubeconfig",
-            namespace=release,
-            name="rillet-operator",
-        )
-    )
+    as_operator = _as_operator(kube, release, tmp_path)
 
     def create(name: str, labels: dict[str, str]) -> str:
         """What the apiserver answers the operator (dry run: nothing is made)."""
@@ -480,12 +473,9 @@ def test_the_operators_secret_writes_are_held_to_the_secrets_it_makes(
     assert "labelled app.kubernetes.io/managed-by=rillet" in unlabelled, unlabelled
 
 
-def _assert_only_watched_reached(
-    kube: Kube, release: str, watched: str, unwatched: str, tmp_path: Path
-) -> None:
-    """The release's operator, with its real ServiceAccount token, may do what it does in
-    `watched` and nothing in `unwatched` (the cluster-wide reads only)."""
-    as_operator = Kube(
+def _as_operator(kube: Kube, release: str, tmp_path: Path) -> Kube:
+    """The cluster as the release's operator sees it: with its ServiceAccount's real token."""
+    return Kube(
         kubeconfig=write_service_account_kubeconfig(
             kube.kubeconfig,
             tmp_path / "operator.kubeconfig",
@@ -493,6 +483,14 @@ def _assert_only_watched_reached(
             name="rillet-operator",
         )
     )
+
+
+def _assert_only_watched_reached(
+    kube: Kube, release: str, watched: str, unwatched: str, tmp_path: Path
+) -> None:
+    """The release's operator, with its real ServiceAccount token, may do what it does in
+    `watched` and nothing in `unwatched` (the cluster-wide reads only)."""
+    as_operator = _as_operator(kube, release, tmp_path)
 
     def can_i(*args: str) -> bool:
         answer = as_operator.kubectl("auth", "can-i", *args, check=False).stdout.strip()
