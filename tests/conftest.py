@@ -1,6 +1,6 @@
 """Shared test configuration: every test is marked unit or integration by its folder; the tests
 that run pods on the stack's node share one xdist group (they run one after another); and, when
-the suite runs on xdist workers, the controller starts the stack (unless one runs) before the
+the suite runs on xdist workers, the controller starts the stack (unless one fit runs) before the
 workers start, and stops it once every worker is done (a worker could not: the others still
 use it).
 
@@ -25,13 +25,21 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
 from rillet_devstack import stack as devstack
 from rillet_devstack import stopping
 from tests import hostsnapshot
+
+
+class StackParts(TypedDict):
+    """What `rillet dev up` starts beside Kafka and the node (its keywords)."""
+
+    object_store: bool
+    schema_registry: bool
+
 
 TESTS = Path(__file__).parent
 MEASUREMENT = "measurement"
@@ -40,7 +48,8 @@ MEASUREMENT = "measurement"
 # cores, which a second test's Apps would share.
 NODE_FIXTURES = {"runtime_image", "operator_image"}
 # What the tests' stack runs beside Kafka and the node (`make test-repeat` starts the same).
-STACK_FLAGS = ("--object-store", "--schema-registry")
+STACK_PARTS = StackParts(object_store=True, schema_registry=True)
+STACK_FLAGS = tuple(f"--{part.replace('_', '-')}" for part in STACK_PARTS)
 # Set by an xdist controller that found no stack running, for its workers (which inherit it).
 _CONTROLLER_STOPS = "RILLET_TEST_CONTROLLER_STOPS_STACK"
 # The host as that controller found it, before its `rillet dev up`.
@@ -108,6 +117,17 @@ def stop_stack(
     return left
 
 
+def host_without_a_recorded_stack() -> hostsnapshot.Snapshot:
+    """The host as it is with no stack: one recorded (a part of it ended, or it lacks what the
+    suite needs, as a `make demo` stack does) is stopped first, as `rillet dev up` would stop it.
+    Read with that stack still on it, the host showed its changes (kubelet's sysctls), which its
+    `down`, restoring them, then seemed to leave behind."""
+    if devstack.load() is not None:
+        print("a stack is recorded that the tests cannot use as it is: `rillet dev down` first")
+        stopping.down()
+    return hostsnapshot.take()
+
+
 def _is_xdist_controller(config: pytest.Config) -> bool:
     return config.pluginmanager.has_plugin("dsession")
 
@@ -120,19 +140,21 @@ def _runs_integration_tests(config: pytest.Config) -> bool:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """An xdist controller starts the stack its integration tests need, showing each step as
-    `rillet dev up` does (a cold machine builds for many minutes), and stops it at the end.
+    """An xdist controller starts the stack its integration tests need (unless one that has
+    what they need runs), showing each step as `rillet dev up` does (a cold machine builds for
+    many minutes), and stops it at the end.
     It runs before xdist starts its workers (xdist's own hook is trylast): they find the stack
     running, and inherit the variable that tells them not to stop it."""
     config = session.config
-    if not _is_xdist_controller(config) or devstack.running() is not None:
+    if not _is_xdist_controller(config) or not _runs_integration_tests(config):
         return
-    if not _runs_integration_tests(config):
+    running = devstack.running()
+    if running is not None and running.serves(**STACK_PARTS):
         return
     os.environ[_CONTROLLER_STOPS] = "1"
-    config.stash[_HOST_BEFORE] = hostsnapshot.take()
     capture = config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
+        config.stash[_HOST_BEFORE] = host_without_a_recorded_stack()
         # With the object store and the schema registry: the tests of checkpoints on S3 and of
         # registry formats need them (`make demo`'s stack has neither).
         up = [sys.executable, "-m", "rillet.cli", "dev", "up", *STACK_FLAGS]

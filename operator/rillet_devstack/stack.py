@@ -82,6 +82,25 @@ class StackState(BaseModel):
     object_store: ObjectStoreState | None = None
     schema_registry: SchemaRegistryState | None = None
 
+    def serves(
+        self,
+        *,
+        brokers: int = 1,
+        with_node: bool = True,
+        secured: bool = False,
+        object_store: bool = False,
+        schema_registry: bool = False,
+    ) -> bool:
+        """Whether `rillet dev up` with these options reuses this stack (running) as it is:
+        the same Kafka and node, and at least the object store and registry asked for."""
+        return (
+            self.kafka_brokers == brokers
+            and (self.node is not None) == with_node
+            and (self.kafka_security is not None) == secured
+            and (self.object_store is not None or not object_store)
+            and (self.schema_registry is not None or not schema_registry)
+        )
+
     def environment(self) -> dict[str, str]:
         """The variables a shell, kubectl, kopf or a test needs to use this stack (with
         security, the admin's credentials, and each App its own principal: `rillet operator

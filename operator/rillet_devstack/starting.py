@@ -71,13 +71,12 @@ def up(
     if nodes > 1 and not with_node:
         raise NodeUnavailableError("--nodes needs the worker node: drop --no-node")
     current = stack.running()
-    if (
-        current
-        and current.kafka_brokers == brokers
-        and (current.node is not None) == with_node
-        and (current.kafka_security is not None) == secured
-        and (current.object_store is not None or not object_store)
-        and (current.schema_registry is not None or not schema_registry)
+    if current and current.serves(
+        brokers=brokers,
+        with_node=with_node,
+        secured=secured,
+        object_store=object_store,
+        schema_registry=schema_registry,
     ):
         # Another checkout may have started it: what follows the checkout is made for this one.
         _provision(provisioning.CHECKOUT_ARTEFACTS, report=report)

@@ -49,7 +49,6 @@ from rillet_devstack.kafka import KafkaCluster
 from rillet_devstack.operating import OperatorProcess
 from rillet_devstack.schemaregistry import SchemaRegistryState
 from tests import conftest as shared
-from tests import hostsnapshot
 
 from . import diagnosing, driverpolicy, isolation
 from .kubeapi import KubeApi
@@ -91,13 +90,15 @@ def stack() -> Iterator[devstack.StackState]:
                 "first",
                 returncode=2,
             )
+        if existing is not None and not existing.serves(**shared.STACK_PARTS):
+            existing = None  # replaced by the suite's (`up` stops it first)
         stops = existing is None and not shared.controller_stops_the_stack()
-        before = hostsnapshot.take() if stops else None
+        before = shared.host_without_a_recorded_stack() if stops else None
         # A reused stack gets the images of the sources as they are (rebuilt only if changed).
         state = (
             starting.with_current_images(existing)
             if existing
-            else starting.up(brokers=1, object_store=True, schema_registry=True)
+            else starting.up(**shared.STACK_PARTS)
         )
     yield state
     if stops:

@@ -123,6 +123,10 @@ def _phase(kube: Kube, namespace: str, pod: str) -> str:
     return str(get(kube, "pod", pod, namespace).get("status", {}).get("phase", ""))
 
 
+def _log(kube: Kube, namespace: str, pod: str) -> str:
+    return kube.kubectl("logs", "-n", namespace, pod).stdout
+
+
 def _wait_succeeded(kube: Kube, namespace: str, pod: str, *, timeout: float) -> str:
     """Wait until the pod ends; fail with its logs unless it succeeded; return its logs."""
     phase = wait_for(
@@ -131,7 +135,7 @@ def _wait_succeeded(kube: Kube, namespace: str, pod: str, *, timeout: float) -> 
         interval=1,
         what=f"pod {namespace}/{pod} to finish",
     )
-    logs = kube.kubectl("logs", "-n", namespace, pod).stdout
+    logs = _log(kube, namespace, pod)
     assert phase == "Succeeded", f"pod {pod} {phase}:\n{logs[-3000:]}"
     return logs
 
@@ -248,7 +252,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
             lambda: (
                 log
                 if f"namespaces {watched}"
-                in (log := kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout)
+                in (log := _log(kube, restricted_namespace, operator_pod))
                 else None
             ),
             timeout=60,
@@ -262,7 +266,7 @@ def test_the_chart_runs_the_operator_image_which_reconciles_topics(
         assert described.error is None
         assert len(described.partitions) == 3
         # Nothing but the pod watches this namespace: it reconciled the Topic, and says so.
-        after = kube.kubectl("logs", "-n", restricted_namespace, operator_pod).stdout
+        after = _log(kube, restricted_namespace, operator_pod)
         assert "Handler 'reconcile_topic' succeeded" in after
         kube.kubectl("delete", "topic", name, "-n", watched, "--timeout=60s")
         wait_kafka_topic_gone(kafka_admin, name)
@@ -341,7 +345,7 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
         [standby] = [pod for pod in pods if pod != leader]
         apply(kube, topic(name, watched, deletionPolicy="Delete", config={"retention.ms": 3600000}))
         wait_condition(kube, "topic", name, watched, timeout=120)
-        standby_log = kube.kubectl("logs", "-n", restricted_namespace, standby).stdout
+        standby_log = _log(kube, restricted_namespace, standby)
         assert f"standing by: lease {restricted_namespace}/{LEASE} held by {leader}" in standby_log
         assert "reconcile_topic" not in standby_log  # only the leader reconciles
         # Both are scrape targets that are up; the metric tells which one leads.
@@ -397,8 +401,18 @@ def test_two_replicas_fail_over_within_15_s_and_apply_a_change_made_meanwhile_on
         # take it: one leads, the other stands by.
         assert holder in (standby, replacement)
         follower = replacement if holder == standby else standby
-        follower_log = kube.kubectl("logs", "-n", restricted_namespace, follower).stdout
-        assert f"held by {holder}" in follower_log
+        # A standby reads the Lease once a second and logs each new holder: one that started
+        # while the killed leader still held it names the new holder at its next read.
+        follower_log = wait_for(
+            lambda: (
+                log
+                if f"held by {holder}" in (log := _log(kube, restricted_namespace, follower))
+                else None
+            ),
+            timeout=15,
+            interval=0.5,
+            what=f"the follower {follower} to log the Lease held by {holder}",
+        )
         assert "reconcile_topic" not in follower_log
         pods = [standby, replacement]
 

@@ -16,6 +16,8 @@ Test plan:
 - a three-node KRaft config lists every voter and replicates internal topics three times; a
   secured node listens on SASL_SSL with SCRAM, and its authorizer denies what no ACL allows.
 - the kubeconfig carries the server, CA and token.
+- `rillet dev up` reuses a running stack only with the same Kafka and node and at least the
+  object store and registry asked for (a `make demo` stack does not serve the tests).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import pytest
 import yaml
 
 from rillet_devstack import gobuilding, provisioning, reporting, toolchain
+from rillet_devstack import stack as devstack
 from rillet_devstack.commands import CommandFailedError, run_logged
 from rillet_devstack.controlplane import build_kubeconfig
 from rillet_devstack.kafka import KafkaSecurity, NodePorts, build_server_properties
@@ -241,3 +244,40 @@ def test_kubeconfig_carries_server_ca_and_token() -> None:
         base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"]) == b"PEM"
     )
     assert config["users"] == [{"name": "me", "user": {"token": "t0k"}}]
+
+
+def _running(**parts: object) -> devstack.StackState:
+    node = devstack.NodeState(
+        root=Path("/state/node"),
+        containerd_socket=Path("/x.sock"),
+        sysctls={},
+        preexisting_paths=[],
+    )
+    return devstack.StackState.model_validate(
+        {
+            "processes": [],
+            "kubeconfig": "/state/kubeconfig",
+            "apiserver": "https://10.99.0.1:6443",
+            "kafka_bootstrap": "10.99.0.1:9092",
+            "kafka_brokers": 1,
+            "node": node,
+            **parts,
+        }
+    )
+
+
+def test_a_running_stack_serves_an_up_that_asks_for_no_more_than_it_has() -> None:
+    store = {"endpoint": "http://10.99.0.1:8333", "access_key": "AK", "secret_key": "SK"}
+    registry = {"url": "http://10.99.0.1:8081", "password": "pw"}
+    demo = _running()
+    full = _running(object_store=store, schema_registry=registry)
+    three_brokers = _running(kafka_brokers=3)
+
+    assert demo.serves()
+    assert not demo.serves(object_store=True, schema_registry=True)
+    assert full.serves(object_store=True, schema_registry=True)
+    assert full.serves()  # its extra parts do not get in the way
+    assert not full.serves(with_node=False)
+    assert not full.serves(secured=True)
+    assert not three_brokers.serves()
+    assert three_brokers.serves(brokers=3)
