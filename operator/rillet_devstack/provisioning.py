@@ -1,10 +1,10 @@
 """Building and fetching the stack's artefacts into the version-keyed cache.
 
 Kubernetes (control plane and node components), etcd, helm, CoreDNS, the local-path
-provisioner and SeaweedFS are compiled from Go modules (gobuilding); Kafka and the Spark-Kafka
-connector are resolved from Maven Central. Each artefact is built in a scratch directory and
-renamed into place only when complete, so an interrupted build never leaves a half-filled cache
-entry.
+provisioner and SeaweedFS are compiled from Go modules (gobuilding); Kafka, the schema registry
+and the Spark connectors are fetched from Maven Central (mavenfetching). Each artefact is built
+in a scratch directory and renamed into place only when complete, so an interrupted build never
+leaves a half-filled cache entry.
 
 A build reports what it is doing through a `Progress` callback (one short line at a time)."""
 
@@ -15,7 +15,6 @@ import hashlib
 import importlib.util
 import os
 import shutil
-import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rillet.runtime.jvm import JAR, SOURCES
-from rillet_devstack import gobuilding, networkpolicies, paths, reporting, s3ajars, versions
+from rillet_devstack import (
+    gobuilding,
+    mavenfetching,
+    networkpolicies,
+    paths,
+    reporting,
+    versions,
+)
 from rillet_devstack.commands import run_logged
 
 COMPLETE_MARKER = ".complete"
@@ -94,175 +100,6 @@ def other_versions(artefact: Artefact) -> list[Path]:
     return sorted(used, key=used.__getitem__, reverse=True)
 
 
-# --- Maven fetches ---------------------------------------------------------------------------
-
-
-def _pom(artifact_id: str, body: str) -> str:
-    """A packaging-pom project of rillet.devstack: one of the poms below, their body inside."""
-    return f"""<?xml version="1.0" encoding="UTF-8"?>
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>rillet.devstack</groupId>
-  <artifactId>{artifact_id}</artifactId>
-  <version>0</version>
-  <packaging>pom</packaging>
-{body}</project>
-"""
-
-
-def _coordinates(tag: str, indent: str, artifacts: Iterable[tuple[str, str, str]]) -> str:
-    """One `<tag>` line per (group, artifact, version)."""
-    return "\n".join(
-        f"{indent}<{tag}><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-        f"<version>{v}</version></{tag}>"
-        for g, a, v in artifacts
-    )
-
-
-def maven_pom(dependencies: Iterable[tuple[str, str, str]]) -> str:
-    """A packaging-pom project whose only purpose is to resolve these (group, artifact, version)."""
-    deps = _coordinates("dependency", "    ", dependencies)
-    return _pom(
-        "fetch",
-        f"""  <dependencies>
-{deps}
-  </dependencies>
-""",
-    )
-
-
-def _copy_maven_dependencies(
-    scratch: Path, target: Path, dependencies: list[tuple[str, str, str]]
-) -> None:
-    (scratch / "pom.xml").write_text(maven_pom(dependencies))
-    run_logged(
-        [
-            "mvn",
-            "-B",
-            "-q",
-            "dependency:copy-dependencies",
-            "-DincludeScope=runtime",
-            f"-DoutputDirectory={target / 'libs'}",
-        ],
-        cwd=scratch,
-        log=target / "fetch.log",
-    )
-
-
-def fetch_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """The Kafka broker, its tools and a log4j2 binding with the SLF4J API it binds (neither
-    in Kafka's POM)."""
-    kafka, log4j = versions.KAFKA, versions.LOG4J
-    _copy_maven_dependencies(
-        scratch,
-        target,
-        [
-            ("org.apache.kafka", "kafka_2.13", kafka),
-            ("org.apache.kafka", "kafka-tools", kafka),
-            ("org.apache.logging.log4j", "log4j-api", log4j),
-            ("org.apache.logging.log4j", "log4j-core", log4j),
-            ("org.apache.logging.log4j", "log4j-slf4j2-impl", log4j),
-            ("org.slf4j", "slf4j-api", versions.SLF4J),
-        ],
-    )
-
-
-def fetch_schema_registry(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """Apicurio Registry's server (a Quarkus application: its `-all` archive holds the launcher
-    jar and its libraries) into target/registry."""
-    artifact = f"io.apicurio:apicurio-registry-app:{versions.APICURIO_REGISTRY}:tar.gz:all"
-    run_logged(
-        [
-            "mvn",
-            "-B",
-            "-q",
-            "dependency:copy",
-            f"-Dartifact={artifact}",
-            f"-DoutputDirectory={scratch}",
-        ],
-        cwd=scratch,
-        log=target / "fetch.log",
-    )
-    (archive,) = scratch.glob("apicurio-registry-app-*.tar.gz")
-    progress(f"unpack {archive.name}")
-    with tarfile.open(archive) as packed:
-        packed.extractall(target / "registry", filter="data")
-
-
-def fetch_kafka_streams(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """Kafka Streams at the broker's version and its runtime dependencies (RocksDB), for the
-    benchmark's peer row (bench/pipeline/): no stack needs it."""
-    _copy_maven_dependencies(
-        scratch, target, [("org.apache.kafka", "kafka-streams", versions.KAFKA)]
-    )
-
-
-def maven_copy_pom(artifacts: Iterable[tuple[str, str, str]], output: Path | str) -> str:
-    """A pom whose `dependency:copy` copies exactly these jars, resolving none of their POMs'
-    dependencies (Spark's parent POM names repositories this machine cannot reach)."""
-    items = _coordinates("artifactItem", "          ", artifacts)
-    return _pom(
-        "copy",
-        f"""  <build>
-    <plugins>
-      <plugin>
-        <groupId>org.apache.maven.plugins</groupId>
-        <artifactId>maven-dependency-plugin</artifactId>
-        <version>3.8.1</version>
-        <configuration>
-          <outputDirectory>{output}</outputDirectory>
-          <artifactItems>
-{items}
-          </artifactItems>
-        </configuration>
-      </plugin>
-    </plugins>
-  </build>
-""",
-    )
-
-
-# The four jars Spark's Kafka source and sink need beyond what pyspark ships (also the runtime
-# image's images/runtime/connector-pom.xml, which a unit test keeps equal).
-SPARK_KAFKA_ARTIFACTS = (
-    ("org.apache.spark", f"spark-sql-kafka-0-10_{versions.SCALA_BINARY}", versions.SPARK),
-    (
-        "org.apache.spark",
-        f"spark-token-provider-kafka-0-10_{versions.SCALA_BINARY}",
-        versions.SPARK_TOKEN_PROVIDER,
-    ),
-    ("org.apache.kafka", "kafka-clients", versions.SPARK_KAFKA_CLIENTS),
-    ("org.apache.commons", "commons-pool2", versions.SPARK_COMMONS_POOL2),
-)
-# Spark's Avro functions (from_avro, to_avro): one jar, its dependencies are pyspark's own.
-SPARK_AVRO_ARTIFACTS = (
-    ("org.apache.spark", f"spark-avro_{versions.SCALA_BINARY}", versions.SPARK),
-)
-# Every connector jar the runtime image carries (images/runtime/connector-pom.xml).
-CONNECTOR_ARTIFACTS = SPARK_KAFKA_ARTIFACTS + SPARK_AVRO_ARTIFACTS
-
-
-def _maven_copy(artifacts: Sequence[tuple[str, str, str]], target: Path, scratch: Path) -> None:
-    """Copy exactly these jars into target/libs, resolving none of their POMs' dependencies."""
-    (scratch / "pom.xml").write_text(maven_copy_pom(artifacts, target / "libs"))
-    run_logged(["mvn", "-B", "-q", "dependency:copy"], cwd=scratch, log=target / "fetch.log")
-
-
-def fetch_spark_kafka(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """The Spark-Kafka connector jars."""
-    _maven_copy(SPARK_KAFKA_ARTIFACTS, target, scratch)
-
-
-def fetch_spark_avro(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """Spark's Avro jar."""
-    _maven_copy(SPARK_AVRO_ARTIFACTS, target, scratch)
-
-
-def fetch_spark_s3a(scratch: Path, target: Path, progress: reporting.Progress) -> None:
-    """The S3A jars (s3a:// paths in Spark)."""
-    _maven_copy(s3ajars.ARTIFACTS, target, scratch)
-
-
 SPARK_CLASSES_FILE = "driver.jsa"
 
 
@@ -309,7 +146,7 @@ def jar_version(sources: Sequence[Path] = SOURCES) -> str:
     for source in sources:
         digest.update(source.name.encode())
         digest.update(source.read_bytes())
-    digest.update(repr((versions.SPARK, SPARK_KAFKA_ARTIFACTS)).encode())
+    digest.update(repr((versions.SPARK, mavenfetching.SPARK_KAFKA_ARTIFACTS)).encode())
     return digest.hexdigest()[:16]
 
 
@@ -348,17 +185,21 @@ NETWORK_POLICIES = Artefact(
     "kube-network-policies", networkpolicies.version(), ("go",), networkpolicies.build
 )
 SEAWEEDFS = Artefact("seaweedfs", versions.SEAWEEDFS, ("go",), gobuilding.build_seaweedfs)
-KAFKA = Artefact("kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), fetch_kafka)
-SCHEMA_REGISTRY = Artefact(
-    "apicurio-registry", versions.APICURIO_REGISTRY, ("mvn",), fetch_schema_registry
+KAFKA = Artefact(
+    "kafka", f"{versions.KAFKA}-slf4j{versions.SLF4J}", ("mvn", "java"), mavenfetching.fetch_kafka
 )
-SPARK_KAFKA = Artefact("spark-kafka", versions.SPARK, ("mvn", "java"), fetch_spark_kafka)
-SPARK_AVRO = Artefact("spark-avro", versions.SPARK, ("mvn", "java"), fetch_spark_avro)
+SCHEMA_REGISTRY = Artefact(
+    "apicurio-registry", versions.APICURIO_REGISTRY, ("mvn",), mavenfetching.fetch_schema_registry
+)
+SPARK_KAFKA = Artefact(
+    "spark-kafka", versions.SPARK, ("mvn", "java"), mavenfetching.fetch_spark_kafka
+)
+SPARK_AVRO = Artefact("spark-avro", versions.SPARK, ("mvn", "java"), mavenfetching.fetch_spark_avro)
 SPARK_S3A = Artefact(
     "spark-s3a",
     f"{versions.HADOOP}-sdk{versions.AWS_SDK}-cloud{versions.SPARK_HADOOP_CLOUD}",
     ("mvn", "java"),
-    fetch_spark_s3a,
+    mavenfetching.fetch_spark_s3a,
 )
 # Built by the machine's JDK from the connector: after SPARK_KAFKA.
 SPARK_CLASSES = Artefact(
@@ -371,7 +212,9 @@ SPARK_CLASSES = Artefact(
 # Compiled by the machine's JDK against pyspark and the connector: after SPARK_KAFKA.
 RILLET_SPARK = Artefact("rillet-spark", jar_version(), ("javac",), build_jar)
 # The benchmark's alone (bench.pipeline provisions it when it runs).
-KAFKA_STREAMS = Artefact("kafka-streams", versions.KAFKA, ("mvn", "java"), fetch_kafka_streams)
+KAFKA_STREAMS = Artefact(
+    "kafka-streams", versions.KAFKA, ("mvn", "java"), mavenfetching.fetch_kafka_streams
+)
 
 # Cheap first: a missing tool or an unreachable registry shows before the long Kubernetes builds.
 ALL = (

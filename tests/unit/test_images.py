@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from rillet.runtime import jvm
-from rillet_devstack import debootstrapping, images, importing, provisioning, reporting, versions
+from rillet_devstack import debootstrapping, images, importing, mavenfetching, reporting, versions
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR = (REPO / "images/operator/Dockerfile").read_text()
@@ -118,7 +118,7 @@ def test_operator_image_carries_no_pyspark() -> None:
 
 
 def test_runtime_jars_are_the_connector_artifacts_and_rillets_own() -> None:
-    expected = [f"/opt/rillet/jars/{a}-{v}.jar" for _, a, v in provisioning.CONNECTOR_ARTIFACTS]
+    expected = [f"/opt/rillet/jars/{a}-{v}.jar" for _, a, v in mavenfetching.CONNECTOR_ARTIFACTS]
     expected.append(f"/opt/rillet/jars/{jvm.JAR}")
     assert env_value(RUNTIME, "RILLET_SPARK_JARS").split(",") == expected
     # Every Java source of runtime.jvm (one directory) is compiled into that jar.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from rillet.settings import KafkaSettings, OperatorSettings
-from rillet_devstack import provisioning, s3ajars
+from rillet_devstack import mavenfetching, provisioning, s3ajars
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,12 +75,12 @@ def test_namespaces_listed_only_when_all_are_names(
 
 
 def test_runtime_image_connector_pom_matches_versions() -> None:
-    expected = provisioning.maven_copy_pom(provisioning.CONNECTOR_ARTIFACTS, "${outputDirectory}")
+    expected = mavenfetching.maven_copy_pom(mavenfetching.CONNECTOR_ARTIFACTS, "${outputDirectory}")
     assert (REPO / "images/runtime/connector-pom.xml").read_text() == expected
 
 
 def test_runtime_image_s3a_pom_matches_versions() -> None:
-    expected = provisioning.maven_copy_pom(s3ajars.ARTIFACTS, "${outputDirectory}")
+    expected = mavenfetching.maven_copy_pom(s3ajars.ARTIFACTS, "${outputDirectory}")
     assert (REPO / "images/runtime/s3a-pom.xml").read_text() == expected
 
 
