@@ -10,7 +10,7 @@ from rillet.reconcile.appobjects import building, contexts
 from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
 from tests.unit import wordcount_inputs
 
-ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
+ENV = wordcount_inputs.ENV
 
 
 def _policy(env: contexts.AppEnvironment = ENV) -> dict[str, Any]:

@@ -23,22 +23,15 @@ import pytest
 import yaml
 
 from rillet.reconcile import sparkdefaults
-from rillet.reconcile.appobjects import building, contexts, pods, sparkconfs
+from rillet.reconcile.appobjects import building, pods, sparkconfs
 from tests.unit import wordcount_inputs
 
-ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
+ENV = wordcount_inputs.ENV
 BUCKET = "s3a://rillet/apps/wc"
 S3A_MANAGER = "org.apache.spark.internal.io.cloud.AbortableStreamBasedCheckpointFileManager"
 KEY_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
-
-
-def _context(**spec: Any) -> contexts.AppContext:
-    return contexts.build_context(*wordcount_inputs.inputs(**spec), ENV)
-
-
-def _objects(**spec: Any) -> building.AppObjects:
-    context = _context(**spec)
-    return building.build_app_objects(context.app, context.run_spec, ENV)
+_context = wordcount_inputs.context
+_objects = wordcount_inputs.objects
 
 
 def _driver_env(objects: building.AppObjects) -> list[dict[str, Any]]:

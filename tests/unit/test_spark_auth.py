@@ -15,15 +15,14 @@ from typing import Any
 import pytest
 
 from rillet.api.v1alpha1 import appsparkconf
-from rillet.reconcile.appobjects import building, contexts, pods, sparkauth
+from rillet.reconcile.appobjects import contexts, pods, sparkauth
 from tests.unit import wordcount_inputs
 
-ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
+ENV = wordcount_inputs.ENV
 KEY_DIR = "/var/run/secrets/rillet/spark-auth"
 
 
-def _objects(**spec: Any) -> building.AppObjects:
-    return building.build_app_objects(*wordcount_inputs.inputs(**spec), ENV)
+_objects = wordcount_inputs.objects
 
 
 def _mounts(pod_spec: dict[str, Any]) -> dict[str, str]:
@@ -57,7 +56,7 @@ def test_spark_traffic_is_authenticated_and_encrypted_with_the_apps_key() -> Non
 def test_the_driver_reads_the_key_file_and_executors_a_reference_to_it(
     checkpoint: dict[str, str] | None,
 ) -> None:
-    spec = {"checkpoint": checkpoint} if checkpoint else {}
+    spec: dict[str, Any] = {"checkpoint": checkpoint} if checkpoint else {}
     objects = _objects(**spec)
     driver = objects.stateful_set["spec"]["template"]["spec"]
     executor = pods.build_executor_pod_template(

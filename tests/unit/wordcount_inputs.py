@@ -15,10 +15,20 @@ from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs
 from rillet.handlers import indexes
 from rillet.reconcile import manifests, runresolving
+from rillet.reconcile.appobjects import building, contexts
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 UID = "7d3c0a8e-0000-4000-8000-000000000001"
 NAMESPACE = "team"
+# What the operator's settings give every App in these tests: the brokers' address.
+ENV = contexts.AppEnvironment(kafka_bootstrap="kafka:9092")
+# The labels of every object of the App.
+LABELS = {
+    "app.kubernetes.io/name": "rillet-app",
+    "app.kubernetes.io/instance": "wordcount",
+    "app.kubernetes.io/managed-by": "rillet",
+    "rillet.io/app": "wordcount",
+}
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
 
 
@@ -44,6 +54,28 @@ def inputs(**spec: Any) -> tuple[apps.App, runspecs.RunSpec]:
         checkpoint_location="/operator/default",
     )
     return app, run_spec
+
+
+def objects(env: contexts.AppEnvironment = ENV, **spec: Any) -> building.AppObjects:
+    """The App's Kubernetes objects, as the reconcile builds them."""
+    return building.build_app_objects(*inputs(**spec), env)
+
+
+def context(**spec: Any) -> contexts.AppContext:
+    """What the App's objects are built from."""
+    return contexts.build_context(*inputs(**spec), ENV)
+
+
+def driver_pod(objects: building.AppObjects) -> dict[str, Any]:
+    """The driver's pod template, in the App's StatefulSet."""
+    template: dict[str, Any] = objects.stateful_set["spec"]["template"]
+    return template
+
+
+def driver_container(objects: building.AppObjects) -> dict[str, Any]:
+    """The driver's container."""
+    container: dict[str, Any] = driver_pod(objects)["spec"]["containers"][0]
+    return container
 
 
 def bodies() -> dict[str, dict[str, Any]]:
