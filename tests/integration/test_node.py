@@ -45,11 +45,11 @@ from rillet_devstack import node as devnode
 from rillet_devstack import stack as devstack
 
 from .conftest import Kube
+from .helmcharts import CHART, helm
 from .kafka_reads import kafka_overrides, wait_kafka_topic_gone
 from .objects import LEASE, apply, events, get, lease_holder, topic, wait_condition
 from .polling import wait_for
 from .scraping import value
-from .test_chart import CHART, helm
 
 RESTRICTED = {
     "pod-security.kubernetes.io/enforce": "restricted",
