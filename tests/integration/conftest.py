@@ -346,6 +346,16 @@ def kafka_prefix(owned: Owned) -> str:
     return owned.prefix
 
 
+# A name under the test's prefix, from a short one (`unique("clicks")`).
+Unique = Callable[[str], str]
+
+
+@pytest.fixture
+def unique(kafka_prefix: str) -> Unique:
+    """Object (and Kafka topic) names under the test's prefix."""
+    return lambda name: f"{kafka_prefix}-{name}"
+
+
 @pytest.fixture
 def topic_name(owned: Owned) -> str:
     """A Kafka topic name no other test uses."""

@@ -33,7 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes.client.exceptions import UnprocessableEntityException
 
 from . import watching
-from .conftest import Kube
+from .conftest import Kube, Unique
 from .kafka_reads import kafka_overrides, kafka_partitions
 from .objects import apply, condition, events, topic, wait_condition
 from .polling import wait_for
@@ -62,15 +62,6 @@ def writer_app(name: str, namespace: str, *, reads: str, writes: str) -> dict[st
             "outputs": [{"tableRef": {"name": writes}, "keyColumns": ["word"]}],
         },
     }
-
-
-Unique = Callable[[str], str]
-
-
-@pytest.fixture
-def unique(kafka_prefix: str) -> Unique:
-    """Object (and Kafka topic) names under the test's prefix."""
-    return lambda name: f"{kafka_prefix}-{name}"
 
 
 def test_table_topic_is_compacted_with_overrides(

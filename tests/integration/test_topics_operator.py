@@ -3,22 +3,9 @@
 Test plan (each claim checked in Kafka with an independent AdminClient read):
 - create: partitions, config and replication factor in Kafka; status (topicName, the topicId
   Kafka reports, observedGeneration, Ready).
-- adopt: an existing topic is taken only with the annotation rillet.io/adopt=true (added to a
-  Stalled Topic: at once, not at the next resync); with configPolicy Replace it is brought in
-  line (overrides not in spec removed).
-- an unmanaged pre-existing topic with retention.ms=-1: a Topic (deletionPolicy Delete) without
-  the opt-in is Stalled TopicExists with a Warning Event, changes nothing in Kafka, and deleting
-  it leaves the topic; a Topic with the opt-in adopts it, keeps retention.ms=-1 (Merge) and sets
-  what it declares.
-- a topic another Rillet release claims (a second operator, release name of its own, made it)
-  is not adopted even with the opt-in: Stalled TopicClaimed naming that release, Kafka unchanged.
 - grow partitions, change and remove config in one update.
 - values equal by type (0 vs 0.0, 1000 vs "1000") never cause a change at resync: two
   reconciles of that very object (an operator of its own, watching nothing else) change nothing.
-- drift in Kafka (config, partitions, deleted topic) is corrected within one resync, with Events;
-  a deleted topic comes back with a new id in Kafka, which the status reports.
-- partitions above spec and a replication-factor change give Stalled with the right reason
-  while a config change in the same update still reaches Kafka (whose replication factor stays).
 - two objects in two namespaces for one topic: the older keeps it, the other TopicConflict;
   deleting the losing object (deletionPolicy Delete) leaves the topic.
 - deletionPolicy Delete deletes the topic, Retain keeps it; rillet.io/managed=false keeps it.
@@ -29,8 +16,9 @@ Test plan (each claim checked in Kafka with an independent AdminClient read):
   Kafka; once one is deleted, the newest fits and is made.
 - the metrics endpoint counts each reconcile of an object, by kind and reason (an operator
   watching only the test's objects, so every count is theirs).
-(More promises, Kafka refusals, management turned off and the deletion race, are in
-test_topic_promises.py.)
+(Adopting existing topics is test_topic_adoption.py's; drift and changes Kafka cannot make,
+test_topic_drift.py's; more promises, Kafka refusals, management turned off and the deletion
+race, test_topic_promises.py's.)
 """
 
 from __future__ import annotations
@@ -39,12 +27,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, ResourceType
+from confluent_kafka.admin import AdminClient
 
 from rillet_devstack.operating import OperatorProcess
 
 from . import scraping
-from .conftest import Kube
+from .conftest import Kube, Unique
 from .kafka_reads import (
     kafka_overrides,
     kafka_partitions,
@@ -64,16 +52,6 @@ from .polling import wait_for
 from .scraping import metric
 
 pytestmark = pytest.mark.usefixtures("operator")
-
-ADOPT = "rillet.io/adopt"
-
-Unique = Callable[[str], str]
-
-
-@pytest.fixture
-def unique(kafka_prefix: str) -> Unique:
-    """Object (and Kafka topic) names under the test's prefix."""
-    return lambda name: f"{kafka_prefix}-{name}"
 
 
 def test_create_topic_with_partitions_and_config(
@@ -110,128 +88,6 @@ def test_create_topic_with_partitions_and_config(
         "Stalled": "False",
     }
     assert "TopicCreated" in {e["reason"] for e in events(kube, namespace, name)}
-
-
-def test_existing_topic_is_adopted_and_brought_in_line(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("legacy")
-    kafka_admin.create_topics(
-        [
-            NewTopic(
-                name,
-                2,
-                1,
-                config={
-                    "retention.ms": "1000",
-                    "segment.bytes": "1048576",
-                },
-            )
-        ]
-    )[name].result(timeout=30)
-
-    manifest = topic(
-        name,
-        namespace,
-        partitions=4,
-        config={"retention.ms": 86_400_000},
-        configPolicy="Replace",
-    )
-    manifest["metadata"]["annotations"] = {ADOPT: "true"}
-    apply(kube, manifest)
-    wait_condition(kube, "topic", name, namespace)
-
-    assert kafka_partitions(kafka_admin, name) == 4
-    assert kafka_overrides(kafka_admin, name) == {"retention.ms": "86400000"}
-
-
-def test_an_unmanaged_topic_is_left_alone_without_the_opt_in_and_merged_with_it(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("forever")
-    kept = {"retention.ms": "-1", "segment.bytes": "1048576"}
-    kafka_admin.create_topics([NewTopic(name, 2, 1, config=kept)])[name].result(timeout=30)
-    original = kafka_topic_id(kafka_admin, name)
-    declared = {"retention.ms": 3_600_000, "max.message.bytes": 2_000_000}
-    apply(kube, topic(name, namespace, partitions=4, config=declared, deletionPolicy="Delete"))
-
-    stalled = wait_condition(
-        kube, "topic", name, namespace, condition_type="Stalled", reason="TopicExists"
-    )
-    assert ADOPT in condition(stalled, "Stalled")["message"]
-    wait_for(
-        lambda: "TopicExists" in {e["reason"] for e in events(kube, namespace, name)},
-        timeout=20,
-        what="a TopicExists Event",
-    )
-    assert kafka_overrides(kafka_admin, name) == kept
-    assert kafka_partitions(kafka_admin, name) == 2
-
-    kube.kubectl("delete", "topic", name, "-n", namespace, "--timeout=60s")
-    assert not exists(kube, "topic", name, namespace)
-    assert kafka_topic_id(kafka_admin, name) == original
-    assert kafka_overrides(kafka_admin, name) == kept
-
-    adopting = topic(name, namespace, partitions=4, config={"max.message.bytes": 2_000_000})
-    adopting["metadata"]["annotations"] = {ADOPT: "true"}
-    apply(kube, adopting)
-    wait_condition(kube, "topic", name, namespace, reason="TopicReady")
-    assert kafka_overrides(kafka_admin, name) == kept | {"max.message.bytes": "2000000"}
-    assert kafka_partitions(kafka_admin, name) == 4
-    assert kafka_topic_id(kafka_admin, name) == original
-
-
-def test_the_opt_in_added_to_a_stalled_topic_adopts_it_at_once(
-    kube: Kube,
-    kafka_admin: AdminClient,
-    unique: Unique,
-    lone_operator: Callable[..., OperatorProcess],
-) -> None:
-    # A resync far off: only the annotation's change can adopt the topic within the deadline.
-    own = lone_operator(resync_seconds=600.0)
-    own.start()
-    namespace = own.namespace_pattern
-    name = unique("later")
-    kept = {"retention.ms": "-1"}
-    kafka_admin.create_topics([NewTopic(name, 2, 1, config=kept)])[name].result(timeout=30)
-    apply(kube, topic(name, namespace, partitions=3))
-    wait_condition(kube, "topic", name, namespace, condition_type="Stalled", reason="TopicExists")
-
-    kube.kubectl("annotate", "topic", name, "-n", namespace, f"{ADOPT}=true")
-    wait_condition(kube, "topic", name, namespace, reason="TopicReady", timeout=30)
-    assert kafka_partitions(kafka_admin, name) == 3
-    assert kafka_overrides(kafka_admin, name) == kept
-
-
-def test_a_topic_another_release_claims_is_not_adopted(
-    kube: Kube,
-    namespace: str,
-    kafka_admin: AdminClient,
-    unique: Unique,
-    lone_operator: Callable[..., OperatorProcess],
-) -> None:
-    release = f"{namespace}/other-release"
-    other = lone_operator(settings={"RILLET_RELEASE": release})
-    other.start()
-    name = unique("theirs")
-    apply(kube, topic(name, other.namespace_pattern, config={"retention.ms": 600_000}))
-    wait_condition(kube, "topic", name, other.namespace_pattern, reason="TopicReady", timeout=90)
-
-    taker = topic("taker", namespace, partitions=3, topicName=name, deletionPolicy="Delete")
-    taker["spec"]["config"] = {"retention.ms": 1000}
-    taker["metadata"]["annotations"] = {ADOPT: "true"}
-    apply(kube, taker)
-
-    stalled = wait_condition(
-        kube, "topic", "taker", namespace, condition_type="Stalled", reason="TopicClaimed"
-    )
-    message = condition(stalled, "Stalled")["message"]
-    assert release in message
-    assert f"Topic {other.namespace_pattern}/{name}" in message
-    assert kafka_overrides(kafka_admin, name) == {"retention.ms": "600000"}
-    assert kafka_partitions(kafka_admin, name) == 1
-    kube.kubectl("delete", "topic", "taker", "-n", namespace, "--timeout=60s")
-    assert kafka_partitions(kafka_admin, name) == 1
 
 
 def test_grow_partitions_change_and_remove_config_in_one_update(
@@ -317,128 +173,6 @@ def test_values_equal_by_type_never_loop(
         if e["reason"] in ("ConfigChanged", "DriftCorrected")
     ] == changes_after_create
     assert kafka_overrides(kafka_admin, name)["min.cleanable.dirty.ratio"] == "0.5"
-
-
-def test_config_drift_in_kafka_is_reverted_within_a_resync(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("drift")
-    apply(kube, topic(name, namespace, config={"retention.ms": 600_000}))
-    wait_condition(kube, "topic", name, namespace)
-
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
-
-    resource = ConfigResource(
-        ResourceType.TOPIC,
-        name,
-        incremental_configs=[
-            ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("segment.ms", "3600000", incremental_operation=AlterConfigOpType.SET),
-        ],
-    )
-    kafka_admin.incremental_alter_configs([resource])[resource].result(timeout=10)
-
-    wait_for(
-        lambda: kafka_overrides(kafka_admin, name) == {"retention.ms": "600000"},
-        timeout=15,
-        what="drift reverted by a resync",
-    )
-    # The Event is posted after the correction, and may show a moment later.
-    wait_for(
-        lambda: "DriftCorrected" in {e["reason"] for e in events(kube, namespace, name)},
-        timeout=15,
-        what="a DriftCorrected Event",
-    )
-
-
-def test_topic_deleted_out_of_band_is_recreated(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("gone")
-    apply(kube, topic(name, namespace, partitions=2))
-    wait_condition(kube, "topic", name, namespace)
-    first_id = kafka_topic_id(kafka_admin, name)
-    assert first_id is not None
-
-    kafka_admin.delete_topics([name])[name].result(timeout=30)
-
-    def recreated() -> str | None:
-        new_id = kafka_topic_id(kafka_admin, name)
-        fresh = new_id is not None and new_id != first_id
-        return new_id if fresh and kafka_partitions(kafka_admin, name) == 2 else None
-
-    new_id = wait_for(recreated, timeout=20, what="the topic recreated in Kafka with a new id")
-    wait_for(
-        lambda: get(kube, "topic", name, namespace)["status"].get("topicId") == new_id,
-        timeout=20,
-        what="the status to report the new topic id",
-    )
-
-
-def test_partitions_above_spec_stall_while_config_still_applies(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("shrink")
-    apply(kube, topic(name, namespace, partitions=2, config={"retention.ms": 600_000}))
-    wait_condition(kube, "topic", name, namespace)
-    kafka_admin.create_partitions([NewPartitions(name, 5)])[name].result(timeout=30)
-
-    kube.kubectl(
-        "patch",
-        "topic",
-        name,
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec": {"config": {"retention.ms": 900000}}}',
-    )
-    obj = wait_condition(
-        kube,
-        "topic",
-        name,
-        namespace,
-        condition_type="Stalled",
-        reason="PartitionDecreaseNotSupported",
-    )
-
-    assert "has 5 partitions but spec.partitions is 2" in condition(obj, "Stalled")["message"]
-    assert condition(obj, "Ready")["status"] == "False"
-    assert kafka_overrides(kafka_admin, name) == {"retention.ms": "900000"}
-    assert kafka_partitions(kafka_admin, name) == 5
-    warnings = [e for e in events(kube, namespace, name) if e["type"] == "Warning"]
-    assert "PartitionDecreaseNotSupported" in {e["reason"] for e in warnings}
-
-
-def test_replication_factor_change_stalls_while_config_still_applies(
-    kube: Kube, namespace: str, kafka_admin: AdminClient, unique: Unique
-) -> None:
-    name = unique("rf")
-    apply(kube, topic(name, namespace, config={"retention.ms": 600_000}))
-    wait_condition(kube, "topic", name, namespace)
-
-    kube.kubectl(
-        "patch",
-        "topic",
-        name,
-        "-n",
-        namespace,
-        "--type=merge",
-        "-p",
-        '{"spec": {"replicationFactor": 2, "config": {"retention.ms": 700000}}}',
-    )
-    obj = wait_condition(
-        kube,
-        "topic",
-        name,
-        namespace,
-        condition_type="Stalled",
-        reason="ReplicationFactorChangeNotSupported",
-    )
-
-    assert "spec.replicationFactor is 2" in condition(obj, "Stalled")["message"]
-    assert kafka_overrides(kafka_admin, name) == {"retention.ms": "700000"}
-    assert kafka_replication_factors(kafka_admin, name) == {1}
 
 
 def test_two_objects_for_one_topic_oldest_wins_and_loser_deletion_keeps_topic(
