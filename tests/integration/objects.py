@@ -3,6 +3,7 @@ poll them, both in-process on the stack's API (kubeapi.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .conftest import Kube
@@ -124,3 +125,30 @@ def app(name: str, namespace: str, *, reads: str, writes: str, **spec: Any) -> d
             **spec,
         },
     }
+
+
+def applied_app(
+    kube: Kube, namespace: str, unique: Callable[[str], str], suffix: str = "", **spec: Any
+) -> tuple[str, dict[str, Any]]:
+    """A Topic, a Table and the App between them, applied; the App once past its references."""
+    words, counts, name = (
+        unique(f"words{suffix}"),
+        unique(f"counts{suffix}"),
+        unique(f"app{suffix}"),
+    )
+    apply(
+        kube,
+        topic(words, namespace, partitions=spec.pop("partitions", 2)),
+        table(counts, namespace),
+        app(name, namespace, reads=words, writes=counts, **spec),
+    )
+    found = wait_for(
+        lambda: (
+            (obj := get(kube, "app", name, namespace)).get("status", {}).get("executors")
+            and condition(obj, "Ready").get("reason") not in (None, "WaitingForTopics")
+            and obj
+        ),
+        timeout=60,
+        what=f"App {name} past its references",
+    )
+    return name, found
