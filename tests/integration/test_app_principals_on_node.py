@@ -31,8 +31,9 @@ A second broker and operator, without Spark (its sweep every 2 s):
   a Warning Event of that reason, and no driver StatefulSet is made; the user deleted, the
   App gets its Secret and its user logs in with the Secret's password;
 - a Secret `<app>-kafka` written by someone else, naming the operator's own user, is never
-  used: the App is Stalled ObjectNotOwned, the admin's password and ACLs are as they were, and
-  deleting the App removes no user;
+  used: without Rillet's label never even read, with it refused for the username; either App
+  is Stalled ObjectNotOwned, the admin's password and ACLs are as they were, and deleting the
+  Apps removes no user;
 - the sweep removes a user of this cluster's id for an App that does not exist (and its ACLs),
   at start-up and again later, and keeps a user of another cluster's id, one of a namespace
   the operator does not watch, and that of an existing App.
@@ -474,35 +475,54 @@ def test_a_foreign_user_is_left_alone_and_orphaned_users_of_this_cluster_are_swe
             app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
         ),
     )
-    # A Secret of another App's name, written by someone else, naming the operator's user.
-    forged, forged_lines, forged_counts = names(f"{kafka_prefix}-f")
+    # Secrets of other Apps' names, written by someone else, naming the operator's user: one
+    # as `kubectl create secret` makes it, one labelled as Rillet's.
     security = cluster.security
     assert security is not None
-    kube.kubectl(
-        "create", "secret", "generic", f"{forged}-kafka", "-n", namespace,
-        f"--from-literal=username={security.admin_user}", "--from-literal=password=guessed",
-    )  # fmt: skip
-    apply(
-        kube,
-        *word_count(
-            forged,
-            namespace,
-            image=runtime_image,
-            reads=forged_lines,
-            writes=forged_counts,
-            sql=COUNT_WORDS,
-        ),
-    )
+    forgeries = {"f": "", "g": "app.kubernetes.io/managed-by=rillet"}
+    forged = {suffix: names(f"{kafka_prefix}-{suffix}") for suffix in forgeries}
+    for suffix, label in forgeries.items():
+        secret = f"{forged[suffix][0]}-kafka"
+        kube.kubectl(
+            "create", "secret", "generic", secret, "-n", namespace,
+            f"--from-literal=username={security.admin_user}", "--from-literal=password=guessed",
+        )  # fmt: skip
+        if label:
+            kube.kubectl("label", "secret", secret, "-n", namespace, label)
+        forged_app, forged_lines, forged_counts = forged[suffix]
+        apply(
+            kube,
+            *word_count(
+                forged_app,
+                namespace,
+                image=runtime_image,
+                reads=forged_lines,
+                writes=forged_counts,
+                sql=COUNT_WORDS,
+            ),
+        )
     own.start()
 
-    not_ours = wait_for(
-        stalled(kube, forged, namespace), timeout=120, interval=2, what="the forged App Stalled"
-    )
-    assert not_ours["reason"] == "ObjectNotOwned", not_ours
-    assert f"records username '{security.admin_user}'" in not_ours["message"]
+    # Not Rillet's by its label: never read (k8s.ownsecrets); Rillet's by its label, but naming
+    # a user Rillet never gives that App: never used.
+    said = {
+        "f": f"Secret {forged['f'][0]}-kafka exists and was not made by Rillet",
+        "g": f"records username '{security.admin_user}'",
+    }
+    for suffix, message in said.items():
+        forged_app = forged[suffix][0]
+        not_ours = wait_for(
+            stalled(kube, forged_app, namespace),
+            timeout=120,
+            interval=2,
+            what=f"the forged App {forged_app} Stalled",
+        )
+        assert not_ours["reason"] == "ObjectNotOwned", not_ours
+        assert message in not_ours["message"], not_ours
+        assert not exists(kube, "statefulset", f"{forged_app}-driver", namespace)
     assert not _acls(admin, security.admin_user)
-    assert not exists(kube, "statefulset", f"{forged}-driver", namespace)
-    kube.kubectl("delete", "app", forged, "-n", namespace, "--wait=true", timeout=120)
+    for forged_app, _, _ in forged.values():
+        kube.kubectl("delete", "app", forged_app, "-n", namespace, "--wait=true", timeout=120)
     assert _logs_in(cluster, security.admin_user, security.admin_password)
 
     refused = wait_for(

@@ -16,16 +16,22 @@ Test plan:
   `--list`); so can a release installed without watch values in its own namespace, the only
   one holding its Role and the one its operator is told to watch; neither may create a Role or
   a pod, or bind a ClusterRole but the driver's;
-- the chart's admission policy holds the operator's Secret writes, with its real token, to
-  the Secrets it makes: a Secret `other` is refused with the policy's message, one named
-  `<name>-spark-auth` is refused without the managed-by label and admitted with it;
+- the operator's token gets, lists and watches no Secret; the chart's admission policy holds
+  its Secret writes, with its real token, to the Secrets it makes: a Secret `other` is refused
+  with the policy's message, one named `<name>-spark-auth` is refused without the managed-by
+  label and admitted with it; and so its reads, made by a patch that changes nothing: refused
+  for a user's Secret of another name or without the label (its value nowhere in the answer),
+  the Secret itself for one of its names and label;
 - watchAnyNamespace beside listed namespaces is refused at install, naming the value, and
   nothing is installed;
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,7 +50,7 @@ from .helmcharts import (
     operator_env,
     reconcile_as_the_charts_operator,
 )
-from .objects import get
+from .objects import apply, get
 from .polling import wait_for
 
 
@@ -158,12 +164,13 @@ def test_a_release_listing_namespaces_cannot_touch_another(
     _assert_only_watched_reached(kube, release, watched, new_namespace(), tmp_path)
 
 
-def test_the_operators_secret_writes_are_held_to_the_secrets_it_makes(
+def test_the_operators_secret_reads_and_writes_are_held_to_the_secrets_it_makes(
     kube: Kube, listed_release: tuple[str, str], tmp_path: Path
 ) -> None:
-    """RBAC lets the operator create any Secret of a namespace it watches; the chart's admission
-    policy (templates/operatorsecrets.yaml) holds it, with its real token, to the names and
-    label of the Secrets it makes."""
+    """RBAC lets the operator create and patch any Secret of a namespace it watches, and get
+    none; the chart's admission policy (templates/operatorsecrets.yaml) holds its writes, and
+    the patches by which it reads its own, with its real token, to the names and label of the
+    Secrets it makes."""
     release, watched = listed_release
     as_operator = _as_operator(kube, release, tmp_path)
 
@@ -194,6 +201,39 @@ def test_the_operators_secret_writes_are_held_to_the_secrets_it_makes(
     assert create("x-spark-auth", managed) == "allowed"
     unlabelled = create("x-spark-auth", {})
     assert "labelled app.kubernetes.io/managed-by=rillet" in unlabelled, unlabelled
+
+    # Reads: no `get`; a patch that changes nothing (how the operator reads its own) returns a
+    # Secret of its names and label, and is refused any other, so nothing of it comes back.
+    password = f"p-{uuid.uuid4().hex}"
+    for name, labels in (("team-db", managed), ("y-kafka", {}), ("y-spark-auth", managed)):
+        apply(kube, _secret(name, watched, labels, password))
+
+    def patch_read(name: str) -> subprocess.CompletedProcess[str]:
+        return as_operator.kubectl(
+            *("patch", "secret", name, "-n", watched, "--type=json", "-o=json"),
+            *("-p", json.dumps([{"op": "test", "path": "/metadata/name", "value": name}])),
+            check=False,
+        )
+
+    assert (
+        "forbidden"
+        in as_operator.kubectl(
+            "get", "secret", "team-db", "-n", watched, check=False
+        ).stderr.lower()
+    )
+    for name in ("team-db", "y-kafka"):
+        refused_read = patch_read(name)
+        assert refused_read.returncode != 0, refused_read.stdout
+        assert "the Rillet operator writes only the Secrets it makes" in refused_read.stderr
+        assert password not in refused_read.stdout + refused_read.stderr
+    own = json.loads(patch_read("y-spark-auth").stdout)
+    assert base64.b64decode(own["data"]["key"]).decode() == password
+
+
+def _secret(name: str, namespace: str, labels: dict[str, str], value: str) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": labels}
+    data = {"key": base64.b64encode(value.encode()).decode()}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": metadata, "data": data}
 
 
 def _as_operator(kube: Kube, release: str, tmp_path: Path) -> Kube:
@@ -227,10 +267,14 @@ def _assert_only_watched_reached(
         assert not can_i(verb, resource, "-n", unwatched), (verb, resource)
     # No Role made, no pod created (the drivers' rights are the driver ClusterRole's, bound),
     # no other ClusterRole bound.
+    # No Secret read by get, list or watch (its own come back from a patch: k8s.ownsecrets).
     for verb, resource in (
         ("create", "roles.rbac.authorization.k8s.io"),
         ("create", "pods"),
         ("bind", "clusterroles.rbac.authorization.k8s.io/admin"),
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("watch", "secrets"),
     ):
         assert not can_i(verb, resource, "-n", watched), (verb, resource)
     for verb, resource in (

@@ -9,9 +9,11 @@ Test plan:
   refused, naming the key, by `helm template` (so by install and upgrade too); so are both
   monitors at once (the operator would be scraped twice).
 - a schema registry's URL reaches the operator as a value, its credentials from the Secret
-  named (secretKeyRefs), with the rights to write each Avro App's copy; by default neither;
-- with per-App principals the operator may patch Secrets (a rotated password) and is given the
-  sweep's pace; reading kube-system's uid needs nothing more than its `get` on namespaces;
+  named (secretKeyRefs); by default none;
+- on Secrets the operator may create and patch, and no more, in every mode (no get, list or
+  watch: it reads its own back by a patch the chart's admission policy holds to them);
+- with per-App principals the operator is given the sweep's pace; reading kube-system's uid
+  needs nothing more than its `get` on namespaces;
 - the Grafana dashboard is off by default; on, it renders as a ConfigMap labelled for Grafana's
   sidecar (grafana_dashboard: "1", merged with labels of the values), with the values'
   annotations, in the release's namespace or the one given, holding dashboards/rillet.json as
@@ -139,6 +141,11 @@ def test_both_monitors_at_once_are_refused(kube: Kube) -> None:
     assert "enable serviceMonitor or podMonitor, not both" in refused.value.stderr
 
 
+# The operator's one rule on Secrets, in every mode: it makes its own and reads them back by a
+# patch the chart's admission policy holds to them; no get, list or watch.
+SECRET_RULE = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "patch"]}
+
+
 def _secret_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     (role,) = (obj for obj in objects if operators_cluster_role(obj))
     return [rule for rule in role["rules"] if "secrets" in rule["resources"]]
@@ -159,20 +166,15 @@ def test_the_schema_registry_reaches_the_operator_with_its_credentials_from_a_se
             "name": f"RILLET_SCHEMA_REGISTRY_{key.upper()}",
             "valueFrom": {"secretKeyRef": {"name": "schema-registry-credentials", "key": key}},
         }
-    # Each Avro App's copy of the credentials is applied server-side: an apply that creates
-    # is authorized as a create.
-    assert _secret_rules(objects) == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}
-    ]
+    # Each Avro App's copy of the credentials is applied server-side (an apply that creates
+    # is authorized as a create); no Secret is read by `get` (k8s.ownsecrets), with or without.
+    assert _secret_rules(objects) == [SECRET_RULE]
     without = rendered(kube, *ANY)
     assert not [name for name in operator_env(without) if "SCHEMA_REGISTRY" in name]
-    # Without, only the Secrets made once: each App's key of its Spark traffic.
-    assert _secret_rules(without) == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]}
-    ]
+    assert _secret_rules(without) == [SECRET_RULE]
 
 
-def test_app_principals_let_the_operator_patch_secrets_and_set_the_sweeps_pace(
+def test_app_principals_keep_the_secret_rule_and_set_the_sweeps_pace(
     kube: Kube,
 ) -> None:
     objects = rendered(
@@ -181,9 +183,7 @@ def test_app_principals_let_the_operator_patch_secrets_and_set_the_sweeps_pace(
         *("--set", "kafka.appPrincipals=true", "--set", "kafka.appPrincipalSweepSeconds=60"),
     )
     # Each App's Secret <app>-kafka: created once, patched when its password is rotated.
-    assert _secret_rules(objects) == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create", "patch"]}
-    ]
+    assert _secret_rules(objects) == [SECRET_RULE]
     env = operator_env(objects)
     assert env["RILLET_APP_KAFKA_PRINCIPALS"]["value"] == "true"
     assert env["RILLET_APP_PRINCIPAL_SWEEP_SECONDS"]["value"] == "60"

@@ -36,7 +36,7 @@ from pydantic import SecretStr, ValidationError
 
 from rillet.cli import options as cli_options
 from rillet.handlers import appreconciling, appregistry
-from rillet.k8s import applying
+from rillet.k8s import applying, ownsecrets
 from rillet.reconcile import appobserving, appresolving
 from rillet.reconcile.appobjects import building
 from rillet.settings import AppSettings, KafkaSettings, SchemaRegistrySettings
@@ -219,8 +219,14 @@ class FakeKube:
         self.sent: list[dict[str, Any]] = []
         self.created: list[dict[str, Any]] = []  # the App's Spark key
 
-    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.secrets.get(name)
+    async def read_own_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """As the apiserver answers the operator's patch: a Secret without Rillet's label is
+        refused (k8s.ownsecrets)."""
+        found = self.secrets.get(name)
+        labels = (found or {}).get("metadata", {}).get("labels") or {}
+        if found is not None and labels.get("app.kubernetes.io/managed-by") != "rillet":
+            raise applying.ForeignObjectError(ownsecrets.foreign_message(name))
+        return found
 
     async def create_once(self, obj: dict[str, Any]) -> None:
         self.created.append(copy.deepcopy(obj))
@@ -301,8 +307,17 @@ def test_a_new_password_is_written_over_the_operators_own_secret() -> None:
     assert _decoded(again)["password"] == "rotated-p4ss"
 
 
-def test_a_secret_of_that_name_the_operator_did_not_make_is_left_alone() -> None:
-    theirs = {"metadata": {"name": SECRET, "labels": {"team": "payments"}}, "data": {"k": "dg=="}}
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {"team": "payments"},  # never read: the apiserver refuses the operator's patch
+        {"app.kubernetes.io/managed-by": "rillet", "rillet.io/app": "other"},  # another App's
+    ],
+)
+def test_a_secret_of_that_name_the_operator_did_not_make_is_left_alone(
+    labels: dict[str, str],
+) -> None:
+    theirs = {"metadata": {"name": SECRET, "labels": labels}, "data": {"k": "dg=="}}
     kube = FakeKube({SECRET: theirs})
 
     status = _reconcile(kube)

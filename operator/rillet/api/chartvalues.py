@@ -335,8 +335,9 @@ class ChartValues(ChartModel):
         description="A ValidatingAdmissionPolicy that holds the operator's own writes of Secrets "
         "(create, update, delete) to those it makes: named <name>-kafka, -spark-auth or "
         "-schema-registry and labelled app.kubernetes.io/managed-by=rillet (RBAC cannot limit "
-        "a create by name). Its reads stay namespace-wide in the watched namespaces "
-        "(docs/security-model.md).",
+        "a create or a patch by name). It holds its reads too: the operator has no get on "
+        "Secrets and reads its own back by a patch that changes nothing; off, that patch "
+        "could read any Secret of the watched namespaces (docs/security-model.md).",
     )
     kafka: Kafka = Field(default_factory=Kafka)
     schema_registry: SchemaRegistry = Field(default_factory=SchemaRegistry)

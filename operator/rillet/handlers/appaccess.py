@@ -25,7 +25,7 @@ from typing import Any, Final
 import kopf
 
 from rillet.handlers import deleting
-from rillet.k8s.applying import AppKube
+from rillet.k8s.applying import AppKube, ForeignObjectError
 from rillet.kafka.admin import KafkaUnavailableError
 from rillet.kafka.principals import AccessError, PrincipalAdmin
 from rillet.reconcile import appstatus, apptargets, kafkaaccess
@@ -104,18 +104,18 @@ class AppAccess:
         """The App's user and password; None when a SCRAM user of its name exists that Rillet
         did not make. The Secret is always created before the user: a Secret means the user
         is the App's (a crash between the two included), no Secret that it is not."""
-        existing = await kube.read_secret(access.namespace, access.secret_name)
+        existing = await kube.read_own_secret(access.namespace, access.secret_name)
         if existing is None:
             if await self.admin.exists(access.user):
                 # Another reconcile of this App may have made both a moment ago.
-                existing = await kube.read_secret(access.namespace, access.secret_name)
+                existing = await kube.read_own_secret(access.namespace, access.secret_name)
                 if existing is None:
                     return None
             else:
                 made = await self._create_secret(access, kube)
                 if made is not None:
                     return made
-                existing = await kube.read_secret(access.namespace, access.secret_name)
+                existing = await kube.read_own_secret(access.namespace, access.secret_name)
         return _kept(access, existing, self.cluster)
 
     async def _rotate(self, access: KafkaAccess, kube: AppKube, kept: _Credentials) -> _Credentials:
@@ -147,7 +147,7 @@ class AppAccess:
         except KafkaUnavailableError as error:
             message = f"cannot set up the App's Kafka principal: Kafka is unreachable ({error})"
             return Provisioned(problem=(appstatus.KAFKA_UNAVAILABLE, message))
-        except ForeignSecretError as error:
+        except (ForeignSecretError, ForeignObjectError) as error:
             return Provisioned(problem=(appstatus.OBJECT_NOT_OWNED, str(error)))
         except AccessError as error:
             message = f"cannot set up Kafka principal {kafkaaccess.principal(access.user)}: {error}"
@@ -227,10 +227,10 @@ async def remove(body: kopf.Body, access: AppAccess, kube: AppKube, *, retry: in
     namespace, name = str(meta["namespace"]), str(meta["name"])
     if apptargets.standing_reason(body) == appstatus.PRINCIPAL_EXISTS:
         return  # the user of its name is not the App's: never removed with it
-    secret = await kube.read_secret(namespace, kafkaaccess.secret_name(name))
     try:
+        secret = await kube.read_own_secret(namespace, kafkaaccess.secret_name(name))
         user = _recorded_user(secret, cluster=access.cluster, namespace=namespace, app=name)
-    except ForeignSecretError as error:
+    except (ForeignSecretError, ForeignObjectError) as error:
         kopf.warn(body, reason="KafkaPrincipalKept", message=f"no SCRAM user removed: {error}")
         return
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from rillet.k8s.applying import AppKube
+from rillet.k8s.applying import AppKube, ForeignObjectError
 from rillet.reconcile.appobjects import registrycredentials
 from rillet.settings import SchemaRegistrySettings
 
@@ -37,7 +37,10 @@ class RegistryCredentials:
         registrycredentials.foreign_secret_problem). Raises applying.ApplyRefusedError when
         the apiserver refuses it, and what the apiserver raises."""
         meta = secret["metadata"]
-        observed = await kube.read_secret(str(meta["namespace"]), str(meta["name"]))
+        try:
+            observed = await kube.read_own_secret(str(meta["namespace"]), str(meta["name"]))
+        except ForeignObjectError as error:
+            return str(error)
         problem = registrycredentials.foreign_secret_problem(observed, secret, **ownership)
         if problem is not None:
             return problem

@@ -3,7 +3,8 @@
 Objects go in by server-side apply as field manager `rillet-operator`, forced: the operator owns
 every field it sets on them, and a hand edit of one of those fields is taken back at the next
 reconcile. Forced only over its own objects: one of the name that it did not make is read first
-and left alone (`ownership`, ForeignObjectError), and deletions name the uid they read. Fields
+and left alone (`ownership`, ForeignObjectError; a Secret is read without `get`, as
+k8s.ownsecrets says), and deletions name the uid they read. Fields
 the operator does not set (another controller's, a user's label) are left alone. A StatefulSet
 field the apiserver will not update (selector, serviceName, the checkpoint claim template:
 `drivers.replacement_reasons`) is changed by deleting the StatefulSet and creating it again;
@@ -28,7 +29,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from rillet.api.v1alpha1 import objects as api_objects
-from rillet.k8s import login, rest
+from rillet.k8s import login, ownsecrets, rest
 from rillet.reconcile import appobjects, naming, ownership
 from rillet.reconcile.appobjects import drivers, metadata
 
@@ -158,7 +159,7 @@ class AppKube:
             raise
 
     def _server_side_apply(self, obj: Mapping[str, Any]) -> None:
-        problem = ownership.foreign_problem(self._get(path_of(obj)), obj)
+        problem = ownership.foreign_problem(self._observe(obj), obj)
         if problem is not None:
             raise ForeignObjectError(problem)
         try:
@@ -270,9 +271,22 @@ class AppKube:
         """Delete the pods (name, uid) without waiting for their kubelet to confirm."""
         await asyncio.to_thread(self._force_delete_pods, namespace, pods)
 
-    async def read_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The Secret, None if there is none."""
-        return await asyncio.to_thread(self._get, object_path("v1", "Secret", namespace, name))
+    async def read_own_secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The operator's Secret of that name (labelled as Rillet's), None if there is none;
+        ForeignObjectError if the Secret of that name is not labelled so (k8s.ownsecrets: read
+        without `get`)."""
+        path = object_path("v1", "Secret", namespace, name)
+        found: dict[str, Any] | None = await asyncio.to_thread(
+            ownsecrets.read, self._call, path, foreign=ForeignObjectError
+        )
+        return found
+
+    def _observe(self, obj: Mapping[str, Any]) -> Any:
+        """What is under the object's name now: a Secret as the operator's own (or
+        ForeignObjectError), any other object as it is."""
+        if obj["kind"] == "Secret":
+            return ownsecrets.read(self._call, path_of(obj), foreign=ForeignObjectError)
+        return self._get(path_of(obj))
 
     def _create(self, obj: Mapping[str, Any]) -> bool:
         meta = obj["metadata"]
@@ -290,10 +304,9 @@ class AppKube:
         return await asyncio.to_thread(self._create, obj)
 
     def _create_once(self, obj: Mapping[str, Any]) -> None:
-        observed = self._get(path_of(obj))
-        if observed is None and self._create(obj):
+        if self._create(obj):
             return
-        observed = observed or self._get(path_of(obj))  # made meanwhile: whose is it?
+        observed = self._observe(obj)  # there already: whose is it?
         problem = ownership.foreign_problem(observed, obj)
         if problem is not None:
             raise ForeignObjectError(problem)
