@@ -226,8 +226,12 @@ def test_the_operators_secret_reads_and_writes_are_held_to_the_secrets_it_makes(
         assert refused_read.returncode != 0, refused_read.stdout
         assert "the Rillet operator writes only the Secrets it makes" in refused_read.stderr
         assert password not in refused_read.stdout + refused_read.stderr
+    before = get(kube, "secret", "y-spark-auth", watched)["metadata"]["resourceVersion"]
     own = json.loads(patch_read("y-spark-auth").stdout)
     assert base64.b64decode(own["data"]["key"]).decode() == password
+    # Read, not written: the apiserver stored nothing (the same version).
+    assert own["metadata"]["resourceVersion"] == before
+    assert get(kube, "secret", "y-spark-auth", watched)["metadata"]["resourceVersion"] == before
 
 
 def _secret(name: str, namespace: str, labels: dict[str, str], value: str) -> dict[str, Any]:
