@@ -7,6 +7,7 @@ resolved from them, for the tests of run specs and their Spark conf."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -31,6 +32,8 @@ LABELS = {
     "rillet.io/app": "wordcount",
 }
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
+# When the tests' reconciles and scaling passes happen.
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def example_documents(name: str) -> list[dict[str, Any]]:
@@ -92,6 +95,11 @@ def driver_container(objects: building.AppObjects) -> dict[str, Any]:
     """The driver's container."""
     container: dict[str, Any] = driver_pod(objects)["spec"]["containers"][0]
     return container
+
+
+def ready_status(reason: str, message: str) -> dict[str, Any]:
+    """A status whose one condition, Ready, has `reason` and `message`."""
+    return {"conditions": [{"type": "Ready", "reason": reason, "message": message}]}
 
 
 def bodies() -> dict[str, dict[str, Any]]:
