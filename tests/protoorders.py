@@ -3,7 +3,8 @@ enum, a oneof, a wrapper, a timestamp, a Confluent decimal, an unsigned 64-bit i
 top-level message and a nested one), in two versions, as `.proto` text and as the
 FileDescriptorProto protoc makes of it, built here field by field so that unit tests need no
 compiler (the registry's tests check that protoc makes the same of the text); and an order.
-Also an output's columns of every kind (a Spark struct type) and a row of them.
+Also an output's columns of every kind (a Spark struct type) and a row of them; and the shop
+App (a Protobuf input, a two-column Protobuf key and an inline Protobuf value) with its run spec.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from confluent_kafka.schema_registry.common.protobuf import decimal_to_protobuf
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import Message
 
+from rillet.driverapi import runspecs
+from rillet.reconcile import manifests
 from rillet.runtime.queries import protofiles
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -247,3 +250,56 @@ RESULT_ROW: dict[str, Any] = {
     "ratio": 0.25,
     "score": None,
 }
+
+# The schema registry the shop App's run spec names.
+REGISTRY = runspecs.SchemaRegistry(url="http://registry:8080/apis/ccompat/v7")
+# The shop App's output value, inline: a message other than the registry's Order.
+SHOP = """syntax = "proto3";
+package shop;
+message Order {
+  int64 id = 1;
+  string customer = 2;
+}
+"""
+# What every Rillet object's document starts with.
+API = {"apiVersion": "rillet.io/v1alpha1"}
+
+
+def shop_documents() -> list[dict[str, Any]]:
+    """The shop App (reading orders, writing out) and its two Topics."""
+    topics = [
+        {**API, "kind": "Topic", "metadata": {"name": name}, "spec": {"partitions": 1}}
+        for name in ("orders", "out")
+    ]
+    app = {
+        **API,
+        "kind": "App",
+        "metadata": {"name": "shop"},
+        "spec": {
+            "image": "rillet/spark-runtime:0.1.0",
+            "inputs": [{"name": "orders", "topicRef": {"name": "orders"}, "format": "protobuf"}],
+            "pipeline": {"sql": "SELECT id, customer FROM orders"},
+            "outputs": [
+                {
+                    "topicRef": {"name": "out"},
+                    "keyColumns": ["id", "customer"],
+                    "keyFormat": "protobuf",
+                    "valueFormat": "protobuf",
+                    "valueProtobuf": {"schema": SHOP, "message": "shop.Order", "subject": "s"},
+                }
+            ],
+        },
+    }
+    return [*topics, app]
+
+
+def shop_run_spec(
+    documents: list[dict[str, Any]], registry: runspecs.SchemaRegistry | None = REGISTRY
+) -> runspecs.RunSpec:
+    """The run spec of the one App in `documents`, with the schema registry `registry`."""
+    return manifests.build_run_spec_from_manifests(
+        documents,
+        bootstrap_servers="kafka:9092",
+        checkpoint_location="/ck",
+        schema_registry=registry,
+    )

@@ -1,38 +1,32 @@
-"""Resolving an App and its Topics and Tables into the run spec its driver executes.
+"""Resolving an App and its Topics and Tables into the run spec its driver executes (the Spark
+conf built from it: test_run_spark_defaults).
 
 Test plan:
 - each example resolves: Kafka topic names, formats, schemas, keys, windows, dead-letter topic,
-  consumer group `rillet.<namespace>.<app>`, checkpoint directories per query;
+  consumer group `rillet.<namespace>.<app>`, a global Table input broadcast, checkpoint
+  directories per query under the App's own location when it has one; a window's expiry
+  defaults to the larger of its size and a day; objects of other API groups are ignored;
 - shuffle partitions come from sparkConf, else the output Tables, else the input Topics;
-- missing Topics and Tables are all named at once; a file with several Apps needs --app;
-- the Spark conf turns on RocksDB with changelog checkpointing, and the App's sparkConf wins;
+- missing Topics and Tables are all named at once; a file with several Apps needs --app; without
+  any checkpoint location resolution fails;
 - event time, maxOffsetsPerTrigger and output formats reach the run spec; topic outputs
-  default to a string key and a JSON value;
+  default to a string key and a JSON value; delivery is at least once unless an output or the
+  dead letters ask for exactly once;
+- lookups reach the run spec, and a lookup of a windowed Table is refused;
 - the run spec survives JSON (how the operator hands it to the driver).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import pytest
 import yaml
 
 from rillet.driverapi import runspecs
-from rillet.reconcile import manifests, runresolving, sparkdefaults
+from rillet.reconcile import manifests, runresolving
+from tests.unit import wordcount_inputs
 
-EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-def _documents(name: str) -> list[dict[str, Any]]:
-    return list(yaml.safe_load_all((EXAMPLES / name).read_text(encoding="utf-8")))
-
-
-def _spec(name: str, **kwargs: Any) -> runspecs.RunSpec:
-    return manifests.build_run_spec_from_manifests(
-        _documents(name), bootstrap_servers="kafka:9092", checkpoint_location="/ck/app", **kwargs
-    )
+_documents = wordcount_inputs.example_documents
+_spec = wordcount_inputs.example_run_spec
 
 
 def test_wordcount_resolves_to_topics_formats_and_a_consumer_group() -> None:
@@ -165,108 +159,6 @@ def test_checkpoint_of_the_app_wins_and_each_query_gets_a_directory() -> None:
 def test_without_any_checkpoint_location_resolution_fails() -> None:
     with pytest.raises(runresolving.UnresolvedError, match="no checkpoint location"):
         manifests.build_run_spec_from_manifests(_documents("wordcount.yaml"), bootstrap_servers="k")
-
-
-def test_spark_conf_uses_rocksdb_with_changelog_checkpointing_and_app_conf_wins() -> None:
-    spec = _spec("windowed-clicks.yaml")
-    conf = sparkdefaults.build_spark_conf(
-        spec.model_copy(
-            update={
-                "spark_conf": {"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true"},
-            }
-        )
-    )
-
-    assert conf["spark.sql.streaming.stateStore.providerClass"] == sparkdefaults.ROCKSDB_PROVIDER
-    assert conf["spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"] == "true"
-    assert (
-        conf["spark.sql.streaming.checkpointFileManagerClass"]
-        == sparkdefaults.CHECKPOINT_FILE_MANAGER
-    )
-    assert conf["spark.sql.shuffle.partitions"] == "6"
-    assert conf["spark.sql.streaming.stateStore.rocksdb.compactOnCommit"] == "true"
-    assert conf["spark.app.name"] == "rillet.default.clicks-per-page"
-    assert conf["spark.sql.session.timeZone"] == "UTC"
-
-
-def test_tasks_wait_for_no_preferred_executor_unless_the_app_says() -> None:
-    spec = _spec("windowed-clicks.yaml")
-
-    default = sparkdefaults.build_spark_conf(spec)
-    own = sparkdefaults.build_spark_conf(
-        spec.model_copy(update={"spark_conf": {"spark.locality.wait": "3s"}})
-    )
-
-    assert default["spark.locality.wait"] == "0s"
-    assert own["spark.locality.wait"] == "3s"
-
-
-@pytest.mark.parametrize(
-    ("trigger", "delay"),
-    [
-        (runspecs.TriggerSpec(), sparkdefaults.IDLE_POLLING_DELAY),
-        (runspecs.TriggerSpec(processing_time_ms=0), sparkdefaults.IDLE_POLLING_DELAY),
-        (runspecs.TriggerSpec(processing_time_ms=100), None),
-        (runspecs.TriggerSpec(available_now=True), None),
-        (runspecs.TriggerSpec(real_time_ms=300_000), None),
-    ],
-)
-def test_an_idle_back_to_back_query_polls_kafka_less_often(
-    trigger: runspecs.TriggerSpec, delay: str | None
-) -> None:
-    spec = _spec("wordcount.yaml").model_copy(update={"trigger": trigger})
-
-    assert sparkdefaults.build_spark_conf(spec).get(sparkdefaults.POLLING_DELAY) == delay
-
-
-def test_the_apps_own_polling_delay_wins() -> None:
-    spec = _spec("wordcount.yaml")
-    own = spec.model_copy(update={"spark_conf": {sparkdefaults.POLLING_DELAY: "10ms"}})
-
-    assert sparkdefaults.build_spark_conf(own)[sparkdefaults.POLLING_DELAY] == "10ms"
-
-
-def test_jvms_compile_later_and_collect_in_parallel_unless_the_app_says_otherwise() -> None:
-    spec = _spec("windowed-clicks.yaml")
-
-    default = sparkdefaults.build_spark_conf(spec)
-    own = sparkdefaults.build_spark_conf(
-        spec.model_copy(update={"spark_conf": {"spark.driver.defaultJavaOptions": "-Xss4m"}})
-    )
-
-    rillets = "-XX:CompileThresholdScaling=3 -XX:+UseParallelGC"
-    assert default["spark.driver.defaultJavaOptions"] == rillets
-    assert default["spark.executor.defaultJavaOptions"] == rillets
-    assert own["spark.driver.defaultJavaOptions"] == "-Xss4m"
-    assert own["spark.executor.defaultJavaOptions"] == rillets
-
-
-def test_an_apps_own_collector_is_the_only_one_its_jvm_is_given() -> None:
-    # Two collectors on one command line and the JVM refuses to start.
-    spec = _spec("windowed-clicks.yaml")
-    conf = {"spark.executor.extraJavaOptions": "-Xss4m -XX:+UseG1GC -XX:MaxGCPauseMillis=50"}
-
-    built = sparkdefaults.build_spark_conf(spec.model_copy(update={"spark_conf": conf}))
-
-    assert built["spark.executor.defaultJavaOptions"] == "-XX:CompileThresholdScaling=3"
-    assert built["spark.executor.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"]
-    assert built["spark.driver.defaultJavaOptions"].endswith("-XX:+UseParallelGC")
-
-
-def test_jvms_warm_up_icu_case_mappings_only_for_sql_that_changes_case() -> None:
-    icu = "org.apache.spark.sql.catalyst.util.CollationAwareUTF8String"
-    wordcount = _spec("wordcount.yaml")  # lower(value)
-    assert sparkdefaults.warmup_classes(wordcount) == [icu]
-    assert sparkdefaults.build_spark_conf(wordcount)["spark.rillet.warmup.classes"] == icu
-
-    def with_sql(sql: str) -> runspecs.RunSpec:
-        return wordcount.model_copy(update={"pipeline": runspecs.PipelineSpec(sql=sql)})
-
-    assert sparkdefaults.warmup_classes(with_sql("SELECT INITCAP (name) AS n FROM s")) == [icu]
-    assert sparkdefaults.warmup_classes(with_sql("SELECT lowercase_name, upper_bound FROM s")) == []
-    python = wordcount.model_copy(update={"pipeline": runspecs.PipelineSpec(python="m:f")})
-    assert sparkdefaults.warmup_classes(python) == []
-    assert "spark.rillet.warmup.classes" not in sparkdefaults.build_spark_conf(python)
 
 
 def test_default_window_expiry_is_the_larger_of_size_and_a_day() -> None:

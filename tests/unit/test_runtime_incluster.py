@@ -1,16 +1,15 @@
-"""The driver in its pod: settings, the loop beside the App, the reason of a failure.
+"""The driver in its pod: settings, the loop beside the App, what `rillet drive` refuses (the
+reason of a failure in one line: test_runtime_failure_summaries).
 
 Test plan:
 - the pod's identity comes from the downward-API variables (empty = unset); the operator's
   Spark conf JSON must be an object of scalars (errors never quote values);
 - the driver conf: the operator's settings, defaults for the app name and jars, the pod's
   address and name always; a k8s master without POD_IP or POD_NAME is refused;
-- a failure becomes one line: a Python error inside a query gives its last traceback line
-  after the query's name, Spark's wrapping and py4j's call line are dropped, long lines clipped;
-  it is written to the termination log when that is writable;
 - the loop reads the desired count (on its pod) every tick and applies it, reports progress on
   its first tick, when due and after a scale action, never patches the same value twice, retries a
-  failed patch, and keeps going when its pod cannot be read (one warning per new problem);
+  failed patch, and keeps going when its pod cannot be read (one warning per new problem); a
+  changed count is applied at once; outside a cluster the App runs without the loop;
 - `rillet drive` refuses a bad run spec, a missing template, a missing pod address, before
   starting Spark, with the reason on stderr and in the termination log (exit 1).
 """
@@ -33,7 +32,7 @@ from typer.testing import CliRunner
 from rillet.cli import apps
 from rillet.driverapi import reports, wiring
 from rillet.reconcile import manifests
-from rillet.runtime.pod import incluster, reporting, scaling, terminating
+from rillet.runtime.pod import incluster, reporting, scaling
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 POD = incluster.PodIdentity(pod_name="wc-0", pod_ip="10.0.0.7", namespace="ns", app_name="wc")
@@ -108,84 +107,6 @@ def test_a_driver_on_kubernetes_needs_its_pod_address_and_name() -> None:
     assert incluster.missing_pod_settings(k8s, nobody) == ["POD_IP", "POD_NAME"]
     assert incluster.missing_pod_settings(k8s, POD) == []
     assert incluster.missing_pod_settings({"spark.master": "local[1]"}, nobody) == []
-
-
-# As Spark 4.2 words them (recorded from local runs).
-UDF_FAILURE = (
-    "query wc.topic-out failed: [STREAM_FAILED] Query [id = c677, runId = 0d9a] terminated "
-    "with exception: [PYTHON_EXCEPTION] An exception was thrown from the Python worker: "
-    "Traceback (most recent call last):\n"
-    '  File "/app/pipeline.py", line 26, in boom\n'
-    '    raise ValueError(f"boom at {x}")\n'
-    "ValueError: boom at 0\n"
-    " SQLSTATE: 38000 SQLSTATE: XXKST\n"
-    "=== Streaming Query ===\n"
-    "Identifier: [id = c677, runId = 0d9a]\n"
-)
-KAFKA_FAILURE = (
-    "query wc.table-t failed: [STREAM_FAILED] Query [id = 1, runId = 2] terminated with "
-    "exception: org.apache.kafka.common.errors.TimeoutException: Timeout of 60000ms expired\n"
-    "=== Streaming Query ===\n"
-)
-PY4J_FAILURE = (
-    "An error occurred while calling o42.start.\n"
-    ": java.lang.IllegalArgumentException: bad option\n"
-    "\tat org.apache.spark.Foo.bar(Foo.scala:1)\n"
-)
-
-
-@pytest.mark.parametrize(
-    ("text", "line"),
-    [
-        (UDF_FAILURE, "query wc.topic-out failed: ValueError: boom at 0"),
-        (
-            KAFKA_FAILURE,
-            "query wc.table-t failed: org.apache.kafka.common.errors.TimeoutException: "
-            "Timeout of 60000ms expired",
-        ),
-        (PY4J_FAILURE, "java.lang.IllegalArgumentException: bad option"),
-        ("KeyError: 'orders'", "KeyError: 'orders'"),
-        ("", ""),
-    ],
-)
-def test_a_failure_in_one_line(text: str, line: str) -> None:
-    assert terminating.summarize_text(text) == line
-
-
-def test_long_failures_are_clipped() -> None:
-    assert terminating.summarize_text("x" * 50, limit=10) == "xxxxxxx..."
-
-
-def test_errors_are_summarized_by_their_short_type() -> None:
-    class QueryFailedError(RuntimeError):
-        pass
-
-    analysis = (
-        "[UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved.\n"
-        "'Project ['nosuch]\n"
-    )
-    assert terminating.summarize_error(ValueError(analysis)) == (
-        "ValueError: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column `nosuch` cannot be resolved."
-    )
-    assert terminating.summarize_error(QueryFailedError(UDF_FAILURE)) == (
-        "query wc.topic-out failed: ValueError: boom at 0"
-    )
-    assert terminating.summarize_error(KeyError()) == "KeyError"
-
-
-def test_the_termination_message_is_written_if_it_can_be(tmp_path: Path) -> None:
-    path = tmp_path / "termination-log"
-    assert terminating.write_termination_message("ValueError: boom", path)
-    assert path.read_text() == "ValueError: boom\n"
-    assert not terminating.write_termination_message("x", tmp_path / "missing" / "log")
-
-
-def test_failed_calls_are_described_without_bodies() -> None:
-    class ApiError(Exception):
-        status, reason, body, headers = 403, "Forbidden", "secret body", {"x": "secret"}
-
-    assert terminating.describe_failure(ApiError("secret")) == "HTTP 403 Forbidden"
-    assert terminating.describe_failure(RuntimeError("a\nb")) == "a"
 
 
 class FakeKube:

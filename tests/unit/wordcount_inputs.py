@@ -1,11 +1,13 @@
 """The word-count example as the reconcile receives it: the App (in namespace team, with a uid
 and a generation, its spec changed as a test says) and its run spec, for the tests that build
 an App's objects; its objects as the apiserver returns them and kopf's indexes of them, for the
-tests that resolve or reconcile it."""
+tests that resolve or reconcile it. Also any example file's documents and the run spec
+resolved from them, for the tests of run specs and their Spark conf."""
 
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -30,6 +32,23 @@ LABELS = {
     "rillet.io/app": "wordcount",
 }
 READY = {"conditions": [{"type": "Ready", "status": "True", "reason": "TopicReady"}]}
+# When the tests' reconciles and scaling passes happen.
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def example_documents(name: str) -> list[dict[str, Any]]:
+    """The documents of examples/`name`, as written."""
+    return list(yaml.safe_load_all((EXAMPLES / name).read_text(encoding="utf-8")))
+
+
+def example_run_spec(name: str, **kwargs: Any) -> runspecs.RunSpec:
+    """The run spec of examples/`name` (`kwargs` as `rillet` is given them)."""
+    return manifests.build_run_spec_from_manifests(
+        example_documents(name),
+        bootstrap_servers="kafka:9092",
+        checkpoint_location="/ck/app",
+        **kwargs,
+    )
 
 
 def documents(**spec: Any) -> list[dict[str, Any]]:
@@ -76,6 +95,11 @@ def driver_container(objects: building.AppObjects) -> dict[str, Any]:
     """The driver's container."""
     container: dict[str, Any] = driver_pod(objects)["spec"]["containers"][0]
     return container
+
+
+def ready_status(reason: str, message: str) -> dict[str, Any]:
+    """A status whose one condition, Ready, has `reason` and `message`."""
+    return {"conditions": [{"type": "Ready", "reason": reason, "message": message}]}
 
 
 def bodies() -> dict[str, dict[str, Any]]:
