@@ -11,7 +11,7 @@ auth, logs, exec, a user's edit) stays on kubectl (`conftest.Kube.kubectl`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,7 @@ class KubeApi:
         method: str,
         path: str,
         query: list[tuple[str, str]] | None = None,
-        body: dict[str, Any] | None = None,
+        body: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
         content_type: str = "application/json",
     ) -> dict[str, Any]:
         def attempt() -> dict[str, Any]:
@@ -183,6 +183,18 @@ class KubeApi:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+    def json_patch(
+        self, kind: str, name: str, namespace: str, operations: Sequence[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The object after a JSON patch (RFC 6902) of it, sent as is (no read first, unlike
+        `kubectl patch`); ApiException for a refusal."""
+        return self._call(
+            "PATCH",
+            self.resource(kind).path(namespace, name),
+            body=[dict(operation) for operation in operations],
+            content_type="application/json-patch+json",
+        )
 
     def apply(self, manifest: dict[str, Any], *, field_manager: str) -> None:
         """Server-side apply of one manifest, as `kubectl apply --server-side` sends it: strict

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from rillet_devstack import stack as devstack
 from rillet_devstack.controlplane import write_service_account_kubeconfig
@@ -208,26 +208,22 @@ def test_the_operators_secret_reads_and_writes_are_held_to_the_secrets_it_makes(
     for name, labels in (("team-db", managed), ("y-kafka", {}), ("y-spark-auth", managed)):
         apply(kube, _secret(name, watched, labels, password))
 
-    def patch_read(name: str) -> subprocess.CompletedProcess[str]:
-        return as_operator.kubectl(
-            *("patch", "secret", name, "-n", watched, "--type=json", "-o=json"),
-            *("-p", json.dumps([{"op": "test", "path": "/metadata/name", "value": name}])),
-            check=False,
-        )
+    def patch_read(name: str) -> dict[str, Any]:
+        test = [{"op": "test", "path": "/metadata/name", "value": name}]
+        return as_operator.api.json_patch("secret", name, watched, test)
 
-    assert (
-        "forbidden"
-        in as_operator.kubectl(
-            "get", "secret", "team-db", "-n", watched, check=False
-        ).stderr.lower()
-    )
+    denied = as_operator.kubectl("get", "secret", "team-db", "-n", watched, check=False)
+    assert "forbidden" in denied.stderr.lower(), denied.stderr
     for name in ("team-db", "y-kafka"):
-        refused_read = patch_read(name)
-        assert refused_read.returncode != 0, refused_read.stdout
-        assert "the Rillet operator writes only the Secrets it makes" in refused_read.stderr
-        assert password not in refused_read.stdout + refused_read.stderr
+        with pytest.raises(ApiException) as refused_read:
+            patch_read(name)
+        assert refused_read.value.status == 422, refused_read.value
+        said = str(refused_read.value.body)
+        assert "the Rillet operator writes only the Secrets it makes" in said, said
+        assert password not in said
+        assert base64.b64encode(password.encode()).decode() not in said
     before = get(kube, "secret", "y-spark-auth", watched)["metadata"]["resourceVersion"]
-    own = json.loads(patch_read("y-spark-auth").stdout)
+    own = patch_read("y-spark-auth")
     assert base64.b64decode(own["data"]["key"]).decode() == password
     # Read, not written: the apiserver stored nothing (the same version).
     assert own["metadata"]["resourceVersion"] == before
