@@ -3,12 +3,12 @@
 Objects go in by server-side apply as field manager `rillet-operator`, forced: the operator owns
 every field it sets on them, and a hand edit of one of those fields is taken back at the next
 reconcile. Forced only over its own objects: one of the name that it did not make is read first
-and left alone (`ownership`, ForeignObjectError; a Secret is read without `get`, as
-k8s.ownsecrets says), and deletions name the uid they read. Fields
-the operator does not set (another controller's, a user's label) are left alone. A StatefulSet
-field the apiserver will not update (selector, serviceName, the checkpoint claim template:
-`drivers.replacement_reasons`) is changed by deleting the StatefulSet and creating it again;
-its checkpoint claim outlives it, so the new driver resumes from it.
+(a Secret without `get`: k8s.ownsecrets) and left alone (`ownership`, ForeignObjectError), and
+deletions name the uid they read. Fields the operator does not set (another controller's, a
+user's label) are left alone. A StatefulSet field the apiserver will not update (selector,
+serviceName, the checkpoint claim template: `drivers.replacement_reasons`) is changed by
+deleting the StatefulSet and creating it again; its checkpoint claim outlives it, so the new
+driver resumes from it.
 
 Requests use the official client's plain REST call in a worker thread and read the JSON as it
 comes (dicts, not the client's models: building models for a list of pods costs more CPU than
