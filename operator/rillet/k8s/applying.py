@@ -304,9 +304,11 @@ class AppKube:
         return await asyncio.to_thread(self._create, obj)
 
     def _create_once(self, obj: Mapping[str, Any]) -> None:
-        if self._create(obj):
+        # One request on every reconcile after the first: the read (a Secret's costs a patch).
+        observed = self._observe(obj)
+        if observed is None and self._create(obj):
             return
-        observed = self._observe(obj)  # there already: whose is it?
+        observed = observed or self._observe(obj)  # made meanwhile: whose is it?
         problem = ownership.foreign_problem(observed, obj)
         if problem is not None:
             raise ForeignObjectError(problem)
