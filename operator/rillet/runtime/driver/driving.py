@@ -223,20 +223,17 @@ class Driver:
 
     def failure(self) -> str | None:
         """The error of the first failed query, if any (a refused batch while stopping is none)."""
-        for query in self.queries:
-            error = None if query.isActive else query.exception()
-            if error is not None and writing.STOP_MARKER not in str(error):
-                return f"query {query.name} failed: {error}"
-        return None
+        return querystates.first_failure(self.queries, ignored=writing.STOP_MARKER)
 
     def wait(self, stop: threading.Event | None = None) -> None:
         """Until every query has ended or `stop` is set; raises QueryFailedError on a failure
         (one over an Avro schema id the queries did not know restarts them: `replan`)."""
         while not (stop is not None and stop.is_set()):
-            failure = self.failure()
-            if failure is not None and not self.replan(failure):
-                raise QueryFailedError(failure)
-            if not any(q.isActive for q in self.queries):
+            ended, failure = querystates.outcome(self.queries, ignored=writing.STOP_MARKER)
+            if failure is not None:
+                if not self.replan(failure):
+                    raise QueryFailedError(failure)
+            elif ended:
                 return
             time.sleep(_POLL_SECONDS)
 
