@@ -29,7 +29,7 @@ import yaml
 from rillet.api.v1alpha1 import kinds
 from rillet.crdgen import generating
 
-from . import invalid_crs
+from . import invalid_cases, invalid_crs
 from .conftest import Kube
 
 ROOT = Path(__file__).parents[2]
@@ -170,7 +170,7 @@ def test_get_rillet_lists_every_kind_and_short_names_work(
 def test_status_subresource_feeds_the_printer_columns(
     kube: Kube, crds: list[str], namespace: str
 ) -> None:
-    _apply(kube, namespace, invalid_crs.topic(name="orders"))
+    _apply(kube, namespace, invalid_cases.topic(name="orders"))
     status = {
         "observedGeneration": 1,
         "topicName": "orders",
@@ -210,7 +210,7 @@ def test_status_subresource_feeds_the_printer_columns(
 
 
 def test_conditions_are_merged_by_type(kube: Kube, crds: list[str], namespace: str) -> None:
-    _apply(kube, namespace, invalid_crs.topic(name="orders"))
+    _apply(kube, namespace, invalid_cases.topic(name="orders"))
     condition = {
         "type": "Ready",
         "status": "True",
@@ -239,7 +239,7 @@ def test_conditions_are_merged_by_type(kube: Kube, crds: list[str], namespace: s
 @pytest.mark.parametrize("how", ["create", "server-side-apply"])
 @pytest.mark.parametrize("case", CREATES, ids=lambda case: case.id)
 def test_invalid_objects_are_refused(
-    kube: Kube, crds: list[str], namespace: str, case: invalid_crs.Case, how: str
+    kube: Kube, crds: list[str], namespace: str, case: invalid_cases.Case, how: str
 ) -> None:
     manifest = json.dumps(case.manifest)
     if how == "create":
@@ -254,7 +254,7 @@ def test_invalid_objects_are_refused(
 
 @pytest.mark.parametrize("case", UPDATES, ids=lambda case: case.id)
 def test_invalid_updates_are_refused(
-    kube: Kube, crds: list[str], namespace: str, case: invalid_crs.Case
+    kube: Kube, crds: list[str], namespace: str, case: invalid_cases.Case
 ) -> None:
     assert case.before is not None
     _apply(kube, namespace, case.before)

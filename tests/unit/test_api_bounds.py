@@ -28,7 +28,7 @@ import yaml
 
 from rillet.api.v1alpha1 import fields, kinds, topicconfigs, topics
 from rillet.crdgen import generating, structuring
-from tests.integration import invalid_crs
+from tests.integration import invalid_cases
 
 REPO = Path(__file__).resolve().parents[2]
 INT32_MAX = 2**31 - 1
@@ -128,21 +128,21 @@ def test_bare_integers_fit_their_kafka_width(name: str, value: int | str, fits: 
 
 
 def test_long_max_value_is_accepted_quoted() -> None:
-    kinds.parse(invalid_crs.topic({"config": {"max.compaction.lag.ms": str(2**63 - 1)}}))
+    kinds.parse(invalid_cases.topic({"config": {"max.compaction.lag.ms": str(2**63 - 1)}}))
     assert fields.INT64_SCHEMA_MAX == 2**63 - 1024 == int(float(2**63 - 1024))
 
 
 def test_an_int32_setting_past_its_width_is_refused_with_the_rules_message() -> None:
-    manifest = invalid_crs.topic({"config": {"segment.bytes": INT32_MAX + 1}})
+    manifest = invalid_cases.topic({"config": {"segment.bytes": INT32_MAX + 1}})
 
     with pytest.raises(pydantic.ValidationError) as refused:
         kinds.parse(manifest)
     assert "config segment.bytes is a 32-bit integer in Kafka (INT)" in str(refused.value)
 
 
-TOPIC = invalid_crs.topic
-TABLE = invalid_crs.table
-APP = invalid_crs.app
+TOPIC = invalid_cases.topic
+TABLE = invalid_cases.table
+APP = invalid_cases.app
 
 
 @pytest.mark.parametrize(
@@ -190,4 +190,4 @@ def test_models_accept_the_bound_and_refuse_one_past_it(
 )
 def test_status_counts_past_their_width_are_refused(status: dict[str, Any]) -> None:
     with pytest.raises(pydantic.ValidationError):
-        kinds.parse({**invalid_crs.topic(), "status": status})
+        kinds.parse({**invalid_cases.topic(), "status": status})

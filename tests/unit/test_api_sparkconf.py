@@ -25,7 +25,7 @@ import yaml
 from rillet.api.v1alpha1 import apps, appsparkconf, kinds
 from rillet.reconcile import manifests, sparkdefaults
 from rillet.runtime.driver import localspark
-from tests.integration import invalid_crs
+from tests.integration import invalid_cases
 
 WORDCOUNT = Path(__file__).parents[2] / "examples" / "wordcount.yaml"
 
@@ -45,7 +45,7 @@ ACCEPTED = {
 
 
 def test_what_users_set_today_is_accepted() -> None:
-    app = kinds.parse(invalid_crs.app({"sparkConf": ACCEPTED}))
+    app = kinds.parse(invalid_cases.app({"sparkConf": ACCEPTED}))
 
     assert isinstance(app, apps.App)
     assert app.spec.spark_conf == ACCEPTED
@@ -75,7 +75,7 @@ def test_java_options_are_xx_flags_and_stack_size_only(options: str, fits: bool)
 def test_a_key_refused_for_two_reasons_gets_both() -> None:
     key = "spark.ssl.keyPassword"
     with pytest.raises(pydantic.ValidationError) as refused:
-        kinds.parse(invalid_crs.app({"sparkConf": {key: "x"}}))
+        kinds.parse(invalid_cases.app({"sparkConf": {key: "x"}}))
 
     assert appsparkconf.refusals(key) == [appsparkconf.SECURITY, appsparkconf.SECRETS]
     for group in (appsparkconf.SECURITY, appsparkconf.SECRETS):

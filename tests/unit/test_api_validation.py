@@ -21,7 +21,7 @@ import pytest
 
 from rillet.api.v1alpha1 import appresources, apps, fields, kinds
 from rillet.reconcile import kafkaaccess, naming, tableservers
-from tests.integration import invalid_crs
+from tests.integration import invalid_cases, invalid_crs
 
 CREATES = [case for case in invalid_crs.CASES if case.before is None]
 UPDATES = [case for case in invalid_crs.CASES if case.before is not None]
@@ -43,7 +43,7 @@ def test_the_table_is_big_enough() -> None:
 
 
 @pytest.mark.parametrize("case", CREATES, ids=lambda case: case.id)
-def test_models_refuse_invalid_objects(case: invalid_crs.Case) -> None:
+def test_models_refuse_invalid_objects(case: invalid_cases.Case) -> None:
     with pytest.raises(pydantic.ValidationError) as refused:
         kinds.parse(case.manifest)
 
@@ -57,7 +57,7 @@ def test_models_refuse_invalid_objects(case: invalid_crs.Case) -> None:
 
 
 @pytest.mark.parametrize("case", UPDATES, ids=lambda case: case.id)
-def test_both_sides_of_an_invalid_update_are_valid(case: invalid_crs.Case) -> None:
+def test_both_sides_of_an_invalid_update_are_valid(case: invalid_cases.Case) -> None:
     assert case.before is not None
     kinds.parse(case.before)
     kinds.parse(case.manifest)
@@ -79,7 +79,7 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 def test_window_rules_compare_durations_not_strings() -> None:
     # "90s" > "5m" as strings, but not as durations: the rule must compare lengths.
-    document = invalid_crs.table({"window": {"type": "hopping", "size": "5m", "step": "90s"}})
+    document = invalid_cases.table({"window": {"type": "hopping", "size": "5m", "step": "90s"}})
     kinds.parse(document)
 
 
@@ -99,7 +99,7 @@ def test_the_refused_secret_names_are_those_rillet_makes() -> None:
 def test_a_checkpoint_secret_of_any_other_name_is_accepted(name: str) -> None:
     checkpoint = {"location": "s3a://bucket/app", "secretRef": {"name": name}}
 
-    parsed = apps.App.model_validate(invalid_crs.app({"checkpoint": checkpoint}))
+    parsed = apps.App.model_validate(invalid_cases.app({"checkpoint": checkpoint}))
 
     assert parsed.spec.checkpoint is not None
     assert parsed.spec.checkpoint.secret_ref is not None
