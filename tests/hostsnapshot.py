@@ -19,7 +19,7 @@ run's (a container's). Never the run's own processes (pytest, its xdist workers,
 this module runs), nor those a test started (they carry a test session's marker;
 `session_leftovers` reports them).
 
-The parsing and the comparison are pure (`parse_*`, `left_behind`) and unit-tested
+The parsing (tests/hostparsing.py) and the comparison (`left_behind`) are pure and unit-tested
 (tests/unit/test_hostsnapshot.py); `take` reads the host.
 """
 
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
@@ -36,16 +35,14 @@ from pathlib import Path
 
 from rillet_devstack import hostcleanup, noderunning, paths
 from rillet_devstack import stack as devstack
+from tests import hostparsing
 from tests.integration import isolation
 
 # Every process a test starts inherits it (with the test session's id).
 TEST_MARKER = f"{isolation.SESSION_ENV}=".encode()
-# Kernel threads carry this flag in /proc/<pid>/stat (PF_KTHREAD).
-_KERNEL_THREAD = 0x00200000
 _NAMESPACES = ("net", "mnt", "pid")
 _SAVERS = ("iptables-save", "ip6tables-save", "iptables-legacy-save", "ip6tables-legacy-save")
 _BUILTIN_CHAINS = {"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"}
-_COUNTERS = re.compile(r"\s*\[\d+:\d+\]")
 
 
 @dataclass(frozen=True)
@@ -93,77 +90,6 @@ class StackScope:
             state_dir=str(state.kubeconfig.parent),  # the kubeconfig is at the state's root
             cache_dir=str(paths.cache_dir()),
         )
-
-
-# -- Parsing (pure) --------------------------------------------------------------------------
-
-
-def parse_stat(text: str) -> tuple[int, int, bool, bool, int]:
-    """(ppid, session, kernel thread, zombie, start time) from /proc/<pid>/stat; the command
-    name, in parentheses, may itself hold spaces and parentheses."""
-    fields = text[text.rindex(")") + 2 :].split()
-    flags = int(fields[6])
-    return (
-        int(fields[1]),
-        int(fields[3]),
-        bool(flags & _KERNEL_THREAD),
-        fields[0] == "Z",
-        int(fields[19]),
-    )
-
-
-def parse_mountinfo(text: str) -> tuple[str, ...]:
-    """Each mount as `<point> (<type> <source>, root <root>)`: what a mount is, without its
-    ids (which a remount changes)."""
-    mounts = []
-    for line in text.splitlines():
-        fields = line.split()
-        if "-" not in fields:
-            continue
-        dash = fields.index("-")
-        point = _unescape(fields[4])
-        mounts.append(f"{point} ({fields[dash + 1]} {fields[dash + 2]}, root {fields[3]})")
-    return tuple(mounts)
-
-
-def _unescape(path: str) -> str:
-    # /proc escapes space, tab, newline and backslash in paths as octal.
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
-
-
-def parse_links(text: str) -> frozenset[str]:
-    """Link names from `ip -o link show` (`3: veth1@if2: <...>` is `veth1`)."""
-    names = set()
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[0].strip().isdigit():
-            names.add(parts[1].strip().split("@")[0])
-    return frozenset(names)
-
-
-def parse_netns_list(text: str) -> frozenset[str]:
-    """Names from `ip netns list` (`cni-1 (id: 0)` is `cni-1`)."""
-    return frozenset(line.split()[0] for line in text.splitlines() if line.strip())
-
-
-def parse_rules(family: str, text: str) -> tuple[str, ...]:
-    """The lines of `<family>-save` output, each as `<family> <table>: <line>`: chains with their
-    policies and rules, without counters (they change with every packet), comments (a date) or
-    table framing."""
-    table = ""
-    rules = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#") or line == "COMMIT":
-            continue
-        if line.startswith("*"):
-            table = line[1:]
-            continue
-        if line.startswith("["):  # a rule with its counters (`-c`): `[12:345] -A ...`
-            line = line.split("]", 1)[1].strip()
-        line = _COUNTERS.sub("", line) if line.startswith(":") else line
-        rules.append(f"{family} {table}: {line}")
-    return tuple(rules)
 
 
 # -- Comparing (pure) ------------------------------------------------------------------------
@@ -307,9 +233,9 @@ def take() -> Snapshot:
     return Snapshot(
         reader=os.getpid(),
         rules=read_rules(),  # before the processes: its commands have exited by then
-        links=parse_links(_output("ip", "-o", "link", "show")),
+        links=hostparsing.parse_links(_output("ip", "-o", "link", "show")),
         netns=read_netns(),
-        mounts=parse_mountinfo(Path("/proc/self/mountinfo").read_text()),
+        mounts=hostparsing.parse_mountinfo(Path("/proc/self/mountinfo").read_text()),
         sysctls=read_sysctls(),
         processes=read_processes(),
     )
@@ -332,7 +258,7 @@ def read_processes() -> tuple[Process, ...]:
 
 def _read_process(base: Path) -> Process | None:
     try:
-        ppid, session, kernel, zombie, started = parse_stat((base / "stat").read_text())
+        ppid, session, kernel, zombie, started = hostparsing.parse_stat((base / "stat").read_text())
     except (OSError, ValueError, IndexError):
         return None  # gone meanwhile
     argv = _read_bytes(base / "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
@@ -364,7 +290,7 @@ def _read_bytes(path: Path) -> bytes:
 
 
 def read_netns() -> frozenset[str]:
-    listed = parse_netns_list(_output("ip", "netns", "list"))
+    listed = hostparsing.parse_netns_list(_output("ip", "netns", "list"))
     run = Path("/run/netns")
     present = frozenset(entry.name for entry in run.iterdir()) if run.is_dir() else frozenset()
     return listed | present
@@ -375,7 +301,7 @@ def read_rules() -> tuple[str, ...]:
     the tables that exist, where naming one would load its module and so create it."""
     rules: list[str] = []
     for saver in _SAVERS:
-        rules += parse_rules(saver.removesuffix("-save"), _output(saver))
+        rules += hostparsing.parse_rules(saver.removesuffix("-save"), _output(saver))
     return tuple(rules)
 
 

@@ -27,7 +27,7 @@ import pytest
 
 from rillet_devstack import node, tools
 from rillet_devstack import stack as devstack
-from tests import hostsnapshot
+from tests import hostparsing, hostsnapshot
 
 from .polling import wait_for
 
@@ -51,7 +51,7 @@ def read_host() -> dict[str, list[str]]:
         "rules": list(hostsnapshot.read_rules()),
         "mounts": sorted(
             mount
-            for mount in hostsnapshot.parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+            for mount in hostparsing.parse_mountinfo(Path("/proc/self/mountinfo").read_text())
             if not mount.startswith(BUILDAH_STORE)
         ),
         "cgroups": sorted(glob.glob("/sys/fs/cgroup/*/rillet-node*")),

@@ -12,9 +12,9 @@ Test plan:
   namespace a process is in, iptables rule or user chain, a built-in chain's policy that changed,
   and a sysctl whose value changed are left behind, one line each naming it; a built-in chain that
   appeared accepting everything, and a sysctl that appeared with a new link, are not;
-- the parsers read the kernel's and the tools' formats: /proc/<pid>/stat with a command name
-  holding spaces and parentheses, mountinfo with escaped paths, `ip -o link`, `ip netns list`,
-  `iptables-save` with and without counters.
+- the parsers (tests/hostparsing.py) read the kernel's and the tools' formats: /proc/<pid>/stat
+  with a command name holding spaces and parentheses, mountinfo with escaped paths,
+  `ip -o link`, `ip netns list`, `iptables-save` with and without counters.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from tests import hostsnapshot
+from tests import hostparsing, hostsnapshot
 from tests.hostsnapshot import Process, Snapshot, StackScope
 
 PYTEST = 100
@@ -232,9 +232,9 @@ def test_a_changed_sysctl_is_left_behind_and_a_new_one_is_not() -> None:
 def test_stat_with_a_command_name_of_spaces_and_parentheses() -> None:
     fields = ["S", "7", "8", "9", "0", "-1", str(0x00200000)] + ["0"] * 12 + ["4242", "0"]
     text = f"123 (my (odd) name) {' '.join(fields)}"
-    assert hostsnapshot.parse_stat(text) == (7, 9, True, False, 4242)
+    assert hostparsing.parse_stat(text) == (7, 9, True, False, 4242)
     zombie = text.replace(") S ", ") Z ").replace(str(0x00200000), "4194560")
-    assert hostsnapshot.parse_stat(zombie) == (7, 9, False, True, 4242)
+    assert hostparsing.parse_stat(zombie) == (7, 9, False, True, 4242)
 
 
 def test_mountinfo() -> None:
@@ -243,7 +243,7 @@ def test_mountinfo() -> None:
         "40 22 0:50 /netns /run/netns rw shared:7 master:1 - tmpfs none rw\n"
         r"41 22 8:1 / /mnt/with\040space rw - ext4 /dev/sda1 rw" + "\n"
     )
-    assert hostsnapshot.parse_mountinfo(text) == (
+    assert hostparsing.parse_mountinfo(text) == (
         "/proc (proc proc, root /)",
         "/run/netns (tmpfs none, root /netns)",
         "/mnt/with space (ext4 /dev/sda1, root /)",
@@ -255,8 +255,8 @@ def test_links_and_named_namespaces() -> None:
         "1: lo: <LOOPBACK,UP,LOWER_UP> mtu 65536 qdisc noqueue state UNKNOWN\\    link/loopback\n"
         "7: veth1a2b@if2: <BROADCAST,MULTICAST,UP> mtu 1500 master rillet-pods\\    link/ether\n"
     )
-    assert hostsnapshot.parse_links(links) == {"lo", "veth1a2b"}
-    assert hostsnapshot.parse_netns_list("cni-1 (id: 0)\ncni-2\n\n") == {"cni-1", "cni-2"}
+    assert hostparsing.parse_links(links) == {"lo", "veth1a2b"}
+    assert hostparsing.parse_netns_list("cni-1 (id: 0)\ncni-2\n\n") == {"cni-1", "cni-2"}
 
 
 def test_iptables_save_without_counters_comments_or_framing() -> None:
@@ -270,7 +270,7 @@ def test_iptables_save_without_counters_comments_or_framing() -> None:
         "COMMIT\n"
         "# Completed on Mon Jan  1 00:00:00 2024\n"
     )
-    assert hostsnapshot.parse_rules("ip6tables", text) == (
+    assert hostparsing.parse_rules("ip6tables", text) == (
         "ip6tables nat: :PREROUTING ACCEPT",
         "ip6tables nat: :KUBE-SERVICES -",
         'ip6tables nat: -A PREROUTING -m comment --comment "kubernetes service portals" '
