@@ -64,7 +64,7 @@ integration: setup
 # The flakiness gate, run before any change to tests/ or the stack is submitted: the integration
 # suite twice on one stack (started once, or the running one), each run in a new random order
 # (pytest-randomly prints the seed; `--randomly-seed=N` replays an order). Each run fails on
-# anything its tests left behind (the session check in tests/integration/conftest.py).
+# anything its tests left behind (the session check in tests/integration/stackfixtures.py).
 test-repeat: stack
 	$(BIN)/pytest -m integration $(PARALLEL)
 	$(BIN)/pytest -m integration $(PARALLEL)

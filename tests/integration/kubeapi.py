@@ -6,13 +6,16 @@ and discovery cache read: measured on November 27, 2026). The suite made 4,289 o
 CPU-seconds, most from probes polled every 0.2 s: a third of a core for each test that waited,
 on the 2 cores the pods and Spark need. A request on the Python client's kept-alive connection
 costs about 1 ms. What a test checks kubectl itself for (printer columns, short names, explain,
-auth, logs, exec, a user's edit) stays on kubectl (`conftest.Kube.kubectl`).
+auth, logs, exec, a user's edit) stays on kubectl (`Kube.kubectl`).
+
+`Kube`, the `kube` fixture's value, gives a test both: the stack's kubectl and this API.
 """
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_expone
 
 from rillet.api.v1alpha1.objects import API_VERSION
 from rillet.k8s import rest
+from rillet_devstack import tools
 
 
 def group_path(group_version: str) -> str:
@@ -208,3 +212,26 @@ class KubeApi:
             body=manifest,
             content_type="application/apply-patch+yaml",  # JSON is YAML
         )
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The stack's Kubernetes API: the stack's kubectl (transient errors retried) for what a test
+    checks kubectl for, in-process (`api`, KubeApi) for what the tests do many times."""
+
+    kubeconfig: Path
+    api: KubeApi = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api", KubeApi(self.kubeconfig))
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        result = tools.run_kubectl(self.kubeconfig, args, input=input, timeout=timeout)
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
+        return result
+
+    def names(self, kind: str) -> list[str]:
+        return [item["metadata"]["name"] for item in self.api.list(kind)]

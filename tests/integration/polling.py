@@ -1,4 +1,6 @@
-"""Waiting for a condition in the real stack, with a deadline and a message that says what for."""
+"""Waiting for a condition in the real stack, with a deadline and a message that says what for
+(`wait_for`); or only whether it came (`until`: for clean-up, which reports what is left itself).
+"""
 
 from __future__ import annotations
 
@@ -38,3 +40,13 @@ def wait_for(
         seen = last[0] if last else None
         raise AssertionError(f"timed out after {timeout}s waiting for {what}; last seen: {seen!r}")
     return value
+
+
+def until(probe: Callable[[], bool], *, timeout: float, interval: float = 1.0) -> bool:
+    """Poll `probe` until it is true or `timeout` s passed; whether it became true."""
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+    return True

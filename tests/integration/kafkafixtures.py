@@ -1,0 +1,76 @@
+"""Fixtures of Kafka beside the stack's broker: clusters of a test's own, and the stack's schema
+registry with the subjects of a test's own (deleted after it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from rillet.driverapi import runspecs
+from rillet_devstack import provisioning
+from rillet_devstack import stack as devstack
+from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.schemaregistry import SchemaRegistryState
+
+
+@contextlib.contextmanager
+def separate_kafka(root: Path, *, brokers: int = 1) -> Iterator[str]:
+    """A KRaft cluster of its own, beside the stack's (which keeps its single broker and its
+    state); its bootstrap servers, and it is stopped afterwards."""
+    cluster = KafkaCluster(
+        libs=provisioning.KAFKA.directory / "libs", root=root, brokers=brokers, heap="384m"
+    )
+    _, bootstrap = cluster.start()
+    try:
+        yield bootstrap
+    finally:
+        cluster.kill_all()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(stack: devstack.StackState) -> SchemaRegistryState:
+    if stack.schema_registry is None:
+        pytest.fail(
+            "the stack runs without its schema registry: `rillet dev up --schema-registry`",
+            pytrace=False,
+        )
+    return stack.schema_registry
+
+
+@pytest.fixture
+def subject_topic(
+    kafka_prefix: str, schema_registry: SchemaRegistryState
+) -> Iterator[tuple[str, SchemaRegistryClient]]:
+    """A topic name of the test's own (no topic is made: serializers need none) and a client;
+    the topic's subjects are deleted afterwards, for good."""
+    topic = f"{kafka_prefix}-orders"
+    with SchemaRegistryClient(schema_registry.client_config()) as client:
+        yield topic, client
+        for subject in client.get_subjects():
+            if subject.startswith(topic):
+                client.delete_subject(subject)
+                client.delete_subject(subject, permanent=True)
+
+
+@pytest.fixture
+def registry(
+    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[runspecs.SchemaRegistry, SchemaRegistryClient]]:
+    """The stack's registry as a run spec names it (its credentials in the environment, as
+    `rillet run` reads them), and a client; the test's subjects are deleted afterwards."""
+    state: SchemaRegistryState | None = stack.schema_registry
+    if state is None:
+        pytest.fail("the stack runs without its schema registry", pytrace=False)
+    for name, value in state.environment().items():
+        monkeypatch.setenv(name, value)
+    with SchemaRegistryClient(state.client_config()) as client:
+        before = set(client.get_subjects())
+        yield runspecs.SchemaRegistry(url=state.url), client
+        for subject in set(client.get_subjects()) - before:
+            client.delete_subject(subject)
+            client.delete_subject(subject, permanent=True)
