@@ -49,6 +49,7 @@ from .namespacefixtures import kafka_prefix as kafka_prefix
 from .namespacefixtures import namespace as namespace
 from .namespacefixtures import new_namespace as new_namespace
 from .namespacefixtures import owned as owned
+from .namespacefixtures import restricted_namespace as restricted_namespace
 from .namespacefixtures import topic_name as topic_name
 from .namespacefixtures import unique as unique
 from .operatorfixtures import crds as crds
@@ -59,6 +60,7 @@ from .stackfixtures import REPO as REPO
 from .stackfixtures import kafka_admin as kafka_admin
 from .stackfixtures import kafka_bootstrap as kafka_bootstrap
 from .stackfixtures import kube as kube
+from .stackfixtures import node_stack as node_stack
 from .stackfixtures import operator_image as operator_image
 from .stackfixtures import runtime_image as runtime_image
 from .stackfixtures import session_leftovers as session_leftovers
@@ -79,8 +81,9 @@ def measurement(request: pytest.FixtureRequest) -> Callable[[str], None]:
     return report
 
 
-# The fixtures of tests that start pods on the node: the grouped ones, and test_node's own
-# (outside the group: their pods are held on node 1, which no test stops).
+# The fixtures of tests that start pods on the node: the grouped ones, and node_stack (of
+# test_node.py and test_node_chart.py, outside the group: their pods are held on node 1, which
+# no test stops).
 _POD_FIXTURES = shared.NODE_FIXTURES | {"node_stack"}
 # A test's call report, for its fixtures' teardown to see whether it failed.
 _CALL_REPORT = pytest.StashKey[pytest.TestReport]()

@@ -1,10 +1,12 @@
 """Fixtures of each test's own names on the shared stack: its Kafka prefix and topic names, and
 its namespaces, which are cleaned up after it (their Topics, Tables and Apps first, while an
-operator still releases their finalizers).
+operator still releases their finalizers); and a namespace that enforces Pod Security
+`restricted`, for the pods of the node's own tests.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -19,6 +21,11 @@ from .polling import until
 
 RILLET_PLURALS = ("topics", "tables", "apps")
 RILLET_KINDS = ",".join(f"{plural}.rillet.io" for plural in RILLET_PLURALS)
+# The labels of a namespace that enforces Pod Security `restricted`.
+RESTRICTED = {
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/enforce-version": "latest",
+}
 
 
 @dataclass
@@ -149,3 +156,14 @@ def new_namespace(
 def namespace(new_namespace: Callable[..., str]) -> str:
     """A fresh namespace for the test, removed afterwards."""
     return new_namespace()
+
+
+@pytest.fixture
+def restricted_namespace(kube: Kube) -> Iterator[str]:
+    """A fresh namespace that enforces Pod Security `restricted`."""
+    name = f"r-{uuid.uuid4().hex[:10]}"
+    kube.kubectl("create", "namespace", name)
+    labels = [f"{key}={value}" for key, value in RESTRICTED.items()]
+    kube.kubectl("label", "namespace", name, *labels)
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,6 +1,6 @@
-"""The logs of an App's pods as the node tests read them: a driver's followed into a file while
-a roll replaces it (its log goes with its pod), and what a driver says when SIGTERM asks it to
-stop at a batch boundary."""
+"""The logs of pods as the node tests read them: a container's log as it is now, a driver's
+followed into a file while a roll replaces it (its log goes with its pod), and what a driver says
+when SIGTERM asks it to stop at a batch boundary."""
 
 from __future__ import annotations
 
@@ -31,3 +31,7 @@ def following(kube: Kube, namespace: str, pod: str, path: Path) -> Iterator[Path
         finally:
             follower.kill()
             follower.wait(timeout=30)
+
+
+def pod_log(kube: Kube, namespace: str, pod: str) -> str:
+    return kube.kubectl("logs", "-n", namespace, pod).stdout

@@ -1,6 +1,6 @@
-"""Fixtures of the stack itself: the session's stack (started once, or reused if already running),
-its Kubernetes API and Kafka as the tests reach them, the images its node runs, and the check at
-the end of the session that the tests left nothing on it (`session_leftovers`).
+"""Fixtures of the stack itself: the session's stack (started once, or reused if already
+running), its Kubernetes API and Kafka as the tests reach them, its node and the images it runs,
+and the check at the end of the session that the tests left nothing on it (`session_leftovers`).
 """
 
 from __future__ import annotations
@@ -178,3 +178,12 @@ def operator_image(stack: devstack.StackState) -> str:
     if stack.node is None or "operator" not in stack.node.images:
         pytest.fail("the stack runs without a node (`rillet dev up --no-node`); this test needs it")
     return stack.node.images["operator"]
+
+
+@pytest.fixture(scope="module")
+def node_stack(stack: devstack.StackState) -> devstack.StackState:
+    if stack.node is None:
+        pytest.fail(
+            "the stack runs without a node (`rillet dev up --no-node`); these tests need it"
+        )
+    return stack

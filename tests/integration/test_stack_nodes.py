@@ -116,7 +116,7 @@ if args.get("registry"):
 def two_nodes(stack: devstack.StackState, runtime_image: str) -> devstack.StackState:
     """The shared stack with (at least) two nodes; the runtime image puts the module in the
     node's xdist group: no other test's pods run meanwhile on the node this one stops (those of
-    test_node.py, outside the group, are held on node 1)."""
+    test_node.py and test_node_chart.py, outside the group, are held on node 1)."""
     return nodes.grow_to_two()
 
 
