@@ -38,6 +38,7 @@ from . import diagnosing, isolation
 
 # The fixtures (and what test modules import from here: Kube, REPO, RILLET_KINDS, Unique,
 # separate_kafka), each a name of this module so that pytest and those modules find it.
+from .kafkafixtures import node_secured_kafka as node_secured_kafka
 from .kafkafixtures import registry as registry
 from .kafkafixtures import schema_registry as schema_registry
 from .kafkafixtures import separate_kafka as separate_kafka

@@ -1,5 +1,6 @@
-"""Fixtures of Kafka beside the stack's broker: clusters of a test's own, and the stack's schema
-registry with the subjects of a test's own (deleted after it).
+"""Fixtures of Kafka beside the stack's broker: clusters of a test's own (a secured one among
+them, which the node's pods reach), and the stack's schema registry with the subjects of a
+test's own (deleted after it).
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 
 from rillet.driverapi import runspecs
-from rillet_devstack import provisioning
+from rillet_devstack import pki, processes, provisioning
 from rillet_devstack import stack as devstack
-from rillet_devstack.kafka import KafkaCluster
+from rillet_devstack.kafka import KafkaCluster, secure
 from rillet_devstack.schemaregistry import SchemaRegistryState
 
 
@@ -30,6 +31,25 @@ def separate_kafka(root: Path, *, brokers: int = 1) -> Iterator[str]:
         yield bootstrap
     finally:
         cluster.kill_all()
+
+
+@pytest.fixture
+def node_secured_kafka(stack: devstack.StackState, tmp_path: Path) -> Iterator[KafkaCluster]:
+    """A SASL_SSL broker with ACLs enforced, on the address pods reach; stopped afterwards."""
+    address = stack.kafka_bootstrap.split(",")[0].rsplit(":", 1)[0]
+    cluster = KafkaCluster(
+        libs=provisioning.KAFKA.directory / "libs",
+        root=tmp_path / "kafka",
+        heap="384m",
+        host=address,
+        security=secure(pki.ensure(tmp_path / "pki"), host=address),
+    )
+    records, _ = cluster.start()
+    try:
+        yield cluster
+    finally:
+        for record in records:
+            processes.stop(record)
 
 
 @pytest.fixture(scope="session")

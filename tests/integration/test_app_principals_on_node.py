@@ -24,54 +24,34 @@ the node's address; an operator with the admin's credentials and `kafka.appPrinc
   keeps counting every line exactly;
 - once the App is deleted its user no longer logs in, and no ACL or SCRAM credential of it
   is left (one of the other mechanism, added by hand, included).
-
-A second broker and operator, without Spark (its sweep every 2 s):
-- a SCRAM user of an App's name that exists before the App (no Secret records it) is left as
-  it is (its password still logs in, no ACL is added), the App is Stalled PrincipalExists with
-  a Warning Event of that reason, and no driver StatefulSet is made; the user deleted, the
-  App gets its Secret and its user logs in with the Secret's password;
-- a Secret `<app>-kafka` written by someone else, naming the operator's own user, is never
-  used: without Rillet's label never even read, with it refused for the username; either App
-  is Stalled ObjectNotOwned, the admin's password and ACLs are as they were, and deleting the
-  Apps removes no user;
-- the sweep removes a user of this cluster's id for an App that does not exist (and its ACLs),
-  at start-up and again later, and keeps a user of another cluster's id, one of a namespace
-  the operator does not watch, and that of an existing App.
+(A user Rillet did not make, a Secret it did not make, and the sweep of users whose App is
+gone: test_app_principal_sweep_on_node.py.)
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
-    AclBinding,
-    AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
-    ResourceType,
     ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
 
 from rillet.driverapi import wiring
 from rillet.tables import tables
-from rillet_devstack import pki, processes, provisioning
-from rillet_devstack import stack as devstack
-from rillet_devstack.kafka import KafkaCluster, secure
+from rillet_devstack.kafka import KafkaCluster
 from rillet_devstack.operating import OperatorProcess
 
+from . import principals
 from .conftest import Kube
-from .objects import apply, exists, get, wait_condition
+from .objects import apply, get, wait_condition
 from .polling import wait_for
 from .wordcounts import (
     C1_ONLY,
@@ -88,81 +68,6 @@ from .wordcounts import (
 
 # Spark's UI port (its default), off in every App's pods (sparkdefaults.SECURITY_DEFAULTS).
 SPARK_UI_PORT = 4040
-
-
-@pytest.fixture
-def node_secured_kafka(stack: devstack.StackState, tmp_path: Path) -> Iterator[KafkaCluster]:
-    """A SASL_SSL broker with ACLs enforced, on the address pods reach; stopped afterwards."""
-    address = stack.kafka_bootstrap.split(",")[0].rsplit(":", 1)[0]
-    cluster = KafkaCluster(
-        libs=provisioning.KAFKA.directory / "libs",
-        root=tmp_path / "kafka",
-        heap="384m",
-        host=address,
-        security=secure(pki.ensure(tmp_path / "pki"), host=address),
-    )
-    records, _ = cluster.start()
-    try:
-        yield cluster
-    finally:
-        for record in records:
-            processes.stop(record)
-
-
-def _settings(cluster: KafkaCluster) -> dict[str, str]:
-    security = cluster.security
-    assert security is not None
-    return {**security.operator_environment(), "RILLET_KAFKA_BOOTSTRAP": cluster.bootstrap}
-
-
-def _acls(admin: AdminClient, user: str) -> set[tuple[str, str, str, str]]:
-    query = AclBindingFilter(
-        ResourceType.ANY,
-        None,  # type: ignore[arg-type]
-        ResourcePatternType.ANY,
-        f"User:{user}",
-        None,  # type: ignore[arg-type]
-        AclOperation.ANY,
-        AclPermissionType.ANY,
-    )
-    return {
-        (b.restype.name, b.name, b.resource_pattern_type.name, b.operation.name)
-        for b in admin.describe_acls(query).result(timeout=30)
-    }
-
-
-def _secret(kube: Kube, namespace: str, app: str) -> dict[str, Any]:
-    return json.loads(  # type: ignore[no-any-return]
-        kube.kubectl("get", "secret", f"{app}-kafka", "-n", namespace, "-o", "json").stdout
-    )
-
-
-def _password(kube: Kube, namespace: str, app: str) -> str:
-    return base64.b64decode(_secret(kube, namespace, app)["data"]["password"]).decode()
-
-
-def _cluster_id(kube: Kube) -> str:
-    """This Kubernetes cluster's id in user names: the start of kube-system's uid."""
-    uid = kube.kubectl("get", "namespace", "kube-system", "-o", "jsonpath={.metadata.uid}")
-    return uid.stdout.strip().replace("-", "")[:8]
-
-
-def _events(kube: Kube, namespace: str, reason: str) -> list[dict[str, Any]]:
-    listed = kube.kubectl(
-        "get", "events", "-n", namespace, f"--field-selector=reason={reason}", "-o", "json"
-    )
-    return list(json.loads(listed.stdout)["items"])
-
-
-def _scram_users(admin: AdminClient) -> set[str]:
-    return set(admin.describe_user_scram_credentials().result(timeout=30))  # type: ignore[union-attr]
-
-
-def _add_user(admin: AdminClient, user: str, password: str) -> None:
-    upsert = UserScramCredentialUpsertion(
-        user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
-    )
-    admin.alter_user_scram_credentials([upsert])[user].result(timeout=30)
 
 
 def _logs(kube: Kube, namespace: str) -> list[str]:
@@ -212,27 +117,6 @@ def _committed_records(cluster: KafkaCluster, topic: str) -> int:
     return len(entries)
 
 
-def _logs_in(cluster: KafkaCluster, user: str, password: str) -> bool:
-    """Whether Kafka takes the login (False only when it says the authentication failed)."""
-    security = cluster.security
-    assert security is not None
-    refusals: list[KafkaError] = []
-    config: dict[str, Any] = {
-        "bootstrap.servers": cluster.bootstrap,
-        **security.client_config(user=user, password=password),
-        "error_cb": refusals.append,
-    }
-    client = AdminClient(config)
-    try:
-        client.list_topics(timeout=15)
-    except KafkaException:
-        client.poll(0)  # serves error_cb
-        if any(e.code() == KafkaError._AUTHENTICATION for e in refusals):
-            return False
-        raise
-    return True
-
-
 def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     kube: Kube,
     kafka_prefix: str,
@@ -245,7 +129,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert security is not None
     admin_config = cluster.client_config()
     admin = AdminClient(admin_config)
-    own = lone_operator(settings=_settings(cluster))
+    own = lone_operator(settings=principals.settings(cluster))
     own.start()
     namespace = own.namespace_pattern
 
@@ -259,10 +143,10 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     wait_for(
         driver_running(kube, namespace), timeout=240, interval=2, what="the driver pod Running"
     )
-    cluster_id = _cluster_id(kube)
+    cluster_id = principals.cluster_id(kube)
     user = f"rillet.{cluster_id}.{namespace}.{app}"
     group = f"rillet.{namespace}.{app}"  # its consumer group: the same in every cluster
-    assert _acls(admin, user) == {
+    assert principals.acls(admin, user) == {
         ("TOPIC", lines, "LITERAL", "READ"),
         ("TOPIC", lines, "LITERAL", "DESCRIBE_CONFIGS"),
         ("TOPIC", counts, "LITERAL", "WRITE"),
@@ -307,7 +191,10 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     assert f"User:rillet.{cluster_id}.{namespace}.{intruder}" in refused["message"]
     assert f"topics [{lines}] (TOPIC_AUTHORIZATION_FAILED)" in refused["message"]
 
-    passwords = [_password(kube, namespace, app), _password(kube, namespace, intruder)]
+    passwords = [
+        principals.password(kube, namespace, app),
+        principals.password(kube, namespace, intruder),
+    ]
     assert security.admin_password not in _secret_values(kube, namespace), (
         "the operator's admin password is in a Secret of the App's namespace"
     )
@@ -345,7 +232,7 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     patch = json.dumps({"spec": spec})
     kube.kubectl("patch", "app", intruder, "-n", namespace, "--type=merge", "-p", patch)
     wait_condition(kube, "app", intruder, namespace, timeout=300)
-    granted = _acls(admin, f"rillet.{cluster_id}.{namespace}.{intruder}")
+    granted = principals.acls(admin, f"rillet.{cluster_id}.{namespace}.{intruder}")
     assert ("TOPIC", lines, "LITERAL", "READ") in granted
     assert ("TOPIC", counts, "LITERAL", "READ") in granted
     assert ("TOPIC", f"{intruder}-out", "LITERAL", "READ") in granted  # its markers
@@ -378,14 +265,14 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     truth["kafka"] += 5
 
     # Rotation: a new token on the App's annotation; the driver restarts with the new password.
-    assert _logs_in(cluster, user, passwords[0])
+    assert principals.logs_in(cluster, user, passwords[0])
     driver_uid = get(kube, "pod", f"{app}-driver-0", namespace)["metadata"]["uid"]
     kube.kubectl(
         "annotate", "app", app, "-n", namespace, "rillet.io/rotate-credentials=first", "--overwrite"
     )
     wait_for(
         lambda: (
-            _secret(kube, namespace, app)["metadata"]
+            principals.secret(kube, namespace, app)["metadata"]
             .get("annotations", {})
             .get("rillet.io/rotated-credentials")
             == "first"
@@ -394,12 +281,12 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
         interval=2,
         what="the Secret recording the rotation",
     )
-    rotated = _password(kube, namespace, app)
+    rotated = principals.password(kube, namespace, app)
     assert rotated != passwords[0]
-    assert not _logs_in(cluster, user, passwords[0]), "the old password still logs in"
-    assert _logs_in(cluster, user, rotated)
+    assert not principals.logs_in(cluster, user, passwords[0]), "the old password still logs in"
+    assert principals.logs_in(cluster, user, rotated)
     said = wait_for(
-        lambda: _events(kube, namespace, "CredentialsRotated"),
+        lambda: principals.events(kube, namespace, "CredentialsRotated"),
         timeout=60,
         interval=2,
         what="an Event CredentialsRotated",
@@ -426,153 +313,14 @@ def test_each_app_logs_in_as_its_own_principal_allowed_only_its_topics(
     )
     admin.alter_user_scram_credentials([other])[user].result(timeout=30)
     kube.kubectl("delete", "app", app, "-n", namespace, "--wait=true", timeout=120)
-    wait_for(lambda: not _acls(admin, user), timeout=60, interval=2, what="the App's ACLs gone")
-    assert not _logs_in(cluster, user, passwords[0]), "the deleted App's user still logs in"
+    wait_for(
+        lambda: not principals.acls(admin, user), timeout=60, interval=2, what="the App's ACLs gone"
+    )
+    assert not principals.logs_in(cluster, user, passwords[0]), (
+        "the deleted App's user still logs in"
+    )
     credentials = admin.describe_user_scram_credentials([user])
     assert isinstance(credentials, dict)
     with pytest.raises(KafkaException) as described:
         credentials[user].result(timeout=30)
     assert described.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
-
-
-def test_a_foreign_user_is_left_alone_and_orphaned_users_of_this_cluster_are_swept(
-    kube: Kube,
-    kafka_prefix: str,
-    runtime_image: str,
-    node_secured_kafka: KafkaCluster,
-    lone_operator: Callable[..., OperatorProcess],
-) -> None:
-    cluster = node_secured_kafka
-    admin = AdminClient(cluster.client_config())
-    own = lone_operator(settings={**_settings(cluster), "RILLET_APP_PRINCIPAL_SWEEP_SECONDS": "2"})
-    namespace = own.namespace_pattern
-    cluster_id = _cluster_id(kube)
-    app, lines, counts = names(kafka_prefix)
-    user = f"rillet.{cluster_id}.{namespace}.{app}"
-    orphan = f"rillet.{cluster_id}.{namespace}.{kafka_prefix}-gone"
-    others = {
-        f"rillet.{'0' * 8 if cluster_id != '0' * 8 else '1' * 8}.{namespace}.{kafka_prefix}-gone",
-        f"rillet.{cluster_id}.default.{kafka_prefix}-gone",  # a namespace not watched
-    }
-    # Before the operator starts (its first sweep runs at start-up): the App exists already,
-    # and so does a user of its name that Rillet did not make.
-    _add_user(admin, user, "set-by-someone")
-    for made in (orphan, *others):
-        _add_user(admin, made, "left-behind")
-    grant = AclBinding(
-        ResourceType.TOPIC,
-        lines,
-        ResourcePatternType.LITERAL,
-        f"User:{orphan}",
-        "*",
-        AclOperation.READ,
-        AclPermissionType.ALLOW,
-    )
-    admin.create_acls([grant])[grant].result(timeout=30)
-    apply(
-        kube,
-        *word_count(
-            app, namespace, image=runtime_image, reads=lines, writes=counts, sql=COUNT_WORDS
-        ),
-    )
-    # Secrets of other Apps' names, written by someone else, naming the operator's user: one
-    # as `kubectl create secret` makes it, one labelled as Rillet's.
-    security = cluster.security
-    assert security is not None
-    forgeries = {"f": "", "g": "app.kubernetes.io/managed-by=rillet"}
-    forged = {suffix: names(f"{kafka_prefix}-{suffix}") for suffix in forgeries}
-    for suffix, label in forgeries.items():
-        secret = f"{forged[suffix][0]}-kafka"
-        kube.kubectl(
-            "create", "secret", "generic", secret, "-n", namespace,
-            f"--from-literal=username={security.admin_user}", "--from-literal=password=guessed",
-        )  # fmt: skip
-        if label:
-            kube.kubectl("label", "secret", secret, "-n", namespace, label)
-        forged_app, forged_lines, forged_counts = forged[suffix]
-        apply(
-            kube,
-            *word_count(
-                forged_app,
-                namespace,
-                image=runtime_image,
-                reads=forged_lines,
-                writes=forged_counts,
-                sql=COUNT_WORDS,
-            ),
-        )
-    own.start()
-
-    # Not Rillet's by its label: never read (k8s.ownsecrets); Rillet's by its label, but naming
-    # a user Rillet never gives that App: never used.
-    said = {
-        "f": f"Secret {forged['f'][0]}-kafka exists and was not made by Rillet",
-        "g": f"records username '{security.admin_user}'",
-    }
-    for suffix, message in said.items():
-        forged_app = forged[suffix][0]
-        not_ours = wait_for(
-            stalled(kube, forged_app, namespace),
-            timeout=120,
-            interval=2,
-            what=f"the forged App {forged_app} Stalled",
-        )
-        assert not_ours["reason"] == "ObjectNotOwned", not_ours
-        assert message in not_ours["message"], not_ours
-        assert not exists(kube, "statefulset", f"{forged_app}-driver", namespace)
-    assert not _acls(admin, security.admin_user)
-    for forged_app, _, _ in forged.values():
-        kube.kubectl("delete", "app", forged_app, "-n", namespace, "--wait=true", timeout=120)
-    assert _logs_in(cluster, security.admin_user, security.admin_password)
-
-    refused = wait_for(
-        stalled(kube, app, namespace), timeout=120, interval=2, what="the App Stalled"
-    )
-    assert refused["reason"] == "PrincipalExists", refused
-    assert user in refused["message"]
-    assert "delete that user" in refused["message"]
-    warned = wait_for(
-        lambda: _events(kube, namespace, "PrincipalExists"),
-        timeout=60,
-        interval=2,
-        what="an Event PrincipalExists",
-    )
-    assert warned[0]["type"] == "Warning"
-    assert _logs_in(cluster, user, "set-by-someone"), "the foreign user's password was changed"
-    assert not _acls(admin, user)
-    assert not exists(kube, "statefulset", f"{app}-driver", namespace)
-    assert not exists(kube, "secret", f"{app}-kafka", namespace)
-
-    wait_for(
-        lambda: orphan not in _scram_users(admin),
-        timeout=60,
-        interval=1,
-        what="the orphaned user swept",
-    )
-    assert not _acls(admin, orphan)
-    # A later pass sweeps a new orphan too, and has kept the others all along.
-    later = f"rillet.{cluster_id}.{namespace}.{kafka_prefix}-gone-later"
-    _add_user(admin, later, "left-behind")
-    wait_for(
-        lambda: later not in _scram_users(admin),
-        timeout=60,
-        interval=1,
-        what="a later orphan swept",
-    )
-    assert others | {user} <= _scram_users(admin)
-
-    # The foreign user deleted, the App makes its own (the scaling loop retries it).
-    deletion = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
-    admin.alter_user_scram_credentials([deletion])[user].result(timeout=30)
-    wait_for(
-        lambda: exists(kube, "secret", f"{app}-kafka", namespace),
-        timeout=120,
-        interval=2,
-        what="the App's Secret",
-    )
-    wait_for(
-        lambda: _logs_in(cluster, user, _password(kube, namespace, app)),
-        timeout=60,
-        interval=2,
-        what="the App's user logging in with its Secret's password",
-    )
