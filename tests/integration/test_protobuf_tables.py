@@ -33,10 +33,9 @@ from rillet_devstack import stack as devstack
 from tests import protoorders
 
 from . import runtime_helpers as rt
-from . import watching
+from . import tableserving, watching
 from .polling import wait_for
 from .protoproducing import serialized
-from .test_table_server import TrackedProducer, _get, _ready, _serving, _table_get
 
 API = {"apiVersion": "rillet.io/v1alpha1"}
 # protoorders' order as the Table's derived message holds its columns.
@@ -187,12 +186,12 @@ def test_a_protobuf_tables_server_answers_json_decoded_with_each_writers_schema(
             older = serialized(client, topic)
             newer = serialized(client, topic, version=2, order_id=8, channel="app")
             unknown = b"\x00\x00\x0f\x42\x40" + older[5:]  # schema id 1000000
-            writer = TrackedProducer(kafka_bootstrap, topic)
+            writer = tableserving.TrackedProducer(kafka_bootstrap, topic)
             for key, value in (("7", older), ("8", newer), ("9", unknown)):
                 writer.send(key.encode(), value)
             writer.flush()
 
-            with _serving(
+            with tableserving.serving(
                 kafka_bootstrap,
                 topic,
                 tmp_path / "store",
@@ -200,19 +199,19 @@ def test_a_protobuf_tables_server_answers_json_decoded_with_each_writers_schema(
                 env=env,
                 options=[f"--registry-credentials-dir={credentials}"],
             ) as (url, _):
-                wait_for(lambda: _ready(url), timeout=60, what="the server to catch up")
+                wait_for(lambda: tableserving.ready(url), timeout=60, what="the server to catch up")
 
-                assert _get(url, "7").json() == protoorders.ORDER_JSON
-                assert _get(url, "8").json() == {
+                assert tableserving.get(url, "7").json() == protoorders.ORDER_JSON
+                assert tableserving.get(url, "8").json() == {
                     **protoorders.ORDER_JSON,
                     "id": "8",
                     "channel": "app",
                 }
-                bad = _get(url, "9")
+                bad = tableserving.get(url, "9")
                 assert bad.status_code == 500
                 assert "the value of key 9 does not decode" in bad.json()["error"]
                 assert "schema id 1000000 is not in the registry" in bad.json()["error"]
-                printed = _table_get(url, topic, "7", key_format="string")
+                printed = tableserving.table_get(url, topic, "7", key_format="string")
                 assert printed.returncode == 0, printed.stderr
                 assert json.loads(printed.stdout) == protoorders.ORDER_JSON
         finally:
