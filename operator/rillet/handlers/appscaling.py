@@ -80,6 +80,11 @@ class AppScaler:
             except Exception:  # a bug here must not end the loop: the next pass tries again
                 log.exception("an App scaling pass failed")
 
+    def close(self) -> None:
+        """Release the lag reader's Kafka clients (its consumers hold connections and threads);
+        once the loop is cancelled."""
+        self._lag.close()
+
     async def run_once(self) -> None:
         """One pass over every App."""
         bodies = self._deps.views.apps()

@@ -74,6 +74,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **kwargs: Any)
         kwargs,
         namespaced=bool(operator.listed_namespaces),
     )
+    memo.scaler = scaler
     memo.tasks = start_loops(
         operator, syncer, writer, scaler, kwargs, scale_seconds=app_settings.scale_seconds
     )
@@ -255,3 +256,5 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
             await task
     if "syncer" in memo:  # its loops are cancelled: end its threads' waits for Kafka
         memo.syncer.close()
+    if "scaler" in memo:  # its loop is cancelled: its Kafka clients are idle
+        await asyncio.to_thread(memo.scaler.close)
