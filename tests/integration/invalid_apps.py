@@ -94,6 +94,22 @@ CASES: tuple[Case, ...] = (
         "spec.driver.cpu in body should match",
     ),
     Case("app-executor-cpu-float", app({"executor": {"cpu": 1.5}}), "spec.executor.cpu"),
+    # Below these Spark refuses to start the JVM: the pods would crash-loop.
+    Case(
+        "app-executor-memory-under-700Mi",
+        app({"executor": {"memory": "512Mi"}}),
+        "executor.memory must be at least 700Mi",
+    ),
+    Case(
+        "app-executor-memory-decimal-under-700Mi",
+        app({"executor": {"memory": "0.7G"}}),  # 700,000,000 bytes: under 734,003,200
+        "executor.memory must be at least 700Mi",
+    ),
+    Case(
+        "app-driver-memory-bytes-under-1Gi",
+        app({"driver": {"memory": 2**30 - 1}}),
+        "driver.memory must be at least 1Gi",
+    ),
     # --- App: checkpoint (S3A credentials and endpoint need an s3a:// location)
     Case(
         "app-checkpoint-secret-on-volume",

@@ -13,7 +13,9 @@ Test plan:
 - `kubectl get rillet` lists the three kinds, the short names work, and the printer columns show
   what the status subresource holds;
 - every invalid object of invalid_crs.py is refused, with the expected message, both by
-  `kubectl create` and by `kubectl apply --server-side`; every invalid update is refused too.
+  `kubectl create` and by `kubectl apply --server-side`; every invalid update is refused too;
+- an App asking for the least driver and executor memory (as strings, bytes, decimal units)
+  is accepted by the apiserver and the models.
 """
 
 from __future__ import annotations
@@ -234,6 +236,19 @@ def test_conditions_are_merged_by_type(kube: Kube, crds: list[str], namespace: s
     )
 
     assert "Duplicate value" in _refusal(result)
+
+
+@pytest.mark.parametrize(
+    ("driver", "executor"), [("1Gi", "700Mi"), (2**30, 734_003_200), ("1.1G", "0.75G")]
+)
+def test_the_least_memory_an_app_may_ask_for_is_accepted(
+    kube: Kube, crds: list[str], namespace: str, driver: int | str, executor: int | str
+) -> None:
+    manifest = invalid_cases.app({"driver": {"memory": driver}, "executor": {"memory": executor}})
+
+    _apply(kube, namespace, manifest)
+
+    kinds.parse(manifest)  # the models accept it too
 
 
 @pytest.mark.parametrize("how", ["create", "server-side-apply"])

@@ -4,19 +4,21 @@ Test plan:
 - the executor pod template: restricted, the executor entrypoint, the driver's checkpoint
   claim shared on its node (none for a remote checkpoint), CPU from the executor cores;
 - Spark conf: client mode on Kubernetes, fixed ports, executor shape (heap + overhead = pod
-  memory), the App's sparkConf wins over defaults, Rillet's keys win over everything; the
-  executors a driver starts with are minExecutors within the cap known (one when none is);
+  memory; the least memory the API allows gives a heap Spark starts with), the App's sparkConf
+  wins over defaults, Rillet's keys win over everything; the executors a driver starts with
+  are minExecutors within the cap known (one when none is);
 - fragments merge maps and lists and refuse contradictions.
 """
 
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
-from rillet.api.v1alpha1 import apps
+from rillet.api.v1alpha1 import apps, quantities
 from rillet.reconcile import parallelisms, sparkdefaults
 from rillet.reconcile.appobjects import (
     contexts,
@@ -152,8 +154,25 @@ EXPECTED_CONF = {
 def test_executor_memory_splits_into_heap_and_overhead(
     quantity: int | str, mib: int, heap: int, overhead: int
 ) -> None:
-    assert sparkconfs.memory_mib(quantity) == mib
+    assert quantities.memory_mib(quantity) == mib
     assert sparkconfs.split_memory(quantity, sparkconfs.EXECUTOR_HEAP_SHARE) == (heap, overhead)
+
+
+@pytest.mark.parametrize(
+    ("minimum", "share"),
+    [
+        (quantities.MIN_EXECUTOR_MEMORY, sparkconfs.EXECUTOR_HEAP_SHARE),
+        (quantities.MIN_DRIVER_MEMORY, sparkconfs.DRIVER_HEAP_SHARE),
+    ],
+)
+def test_the_least_memory_an_app_may_ask_for_gives_a_heap_spark_starts_with(
+    minimum: str, share: Decimal
+) -> None:
+    # Spark's floor is 450 MiB as Runtime.maxMemory reports it, which under ParallelGC is
+    # 450 MiB for -Xmx505m (measured with `java -XX:+UseParallelGC -Xmx505m`).
+    assert sparkdefaults.GC_OPTION == "-XX:+UseParallelGC"
+    heap, _ = sparkconfs.split_memory(minimum, share)
+    assert heap >= 505
 
 
 def test_min_executors_is_the_initial_count_within_the_declared_partitions() -> None:

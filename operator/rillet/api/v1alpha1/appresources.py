@@ -9,7 +9,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
-from rillet.api.v1alpha1 import fields, objects, rules
+from rillet.api.v1alpha1 import fields, objects, quantities, rules
 
 MAX_EXECUTORS = 1000
 
@@ -54,12 +54,34 @@ class Scaling(objects.WireModel):
     )
 
 
+# Below these, Spark refuses to start the pod's JVM and the pod crash-loops (quantities).
+DriverMemory = Annotated[
+    fields.MemoryQuantity,
+    quantities.at_least(
+        quantities.MIN_DRIVER_MEMORY,
+        message=f"driver.memory must be at least {quantities.MIN_DRIVER_MEMORY}: Spark does not "
+        "start a driver with a heap under about 505 MiB, and the heap is half the pod's memory",
+    ),
+]
+ExecutorMemory = Annotated[
+    fields.MemoryQuantity,
+    quantities.at_least(
+        quantities.MIN_EXECUTOR_MEMORY,
+        message=f"executor.memory must be at least {quantities.MIN_EXECUTOR_MEMORY}: Spark does "
+        "not start an executor with a heap under about 505 MiB, and the heap is three quarters "
+        "of the pod's memory",
+    ),
+]
+
+
 class DriverResources(objects.WireModel):
     """CPU and memory of the Spark driver pod."""
 
     cpu: fields.CpuQuantity = Field(default="1", description='CPU request, e.g. "1" or "500m".')
-    memory: fields.MemoryQuantity = Field(
-        default="1Gi", description='Memory of the driver pod, e.g. "1Gi".'
+    memory: DriverMemory = Field(
+        default="1Gi",
+        description=f'Memory of the driver pod, e.g. "2Gi"; at least '
+        f"{quantities.MIN_DRIVER_MEMORY} (half of it is the JVM's heap).",
     )
 
 
@@ -70,8 +92,10 @@ class ExecutorResources(objects.WireModel):
         default=None,
         description='CPU request, e.g. "2" or "1500m". Defaults to scaling.executorCores.',
     )
-    memory: fields.MemoryQuantity = Field(
-        default="2Gi", description='Memory of each executor pod, e.g. "2Gi".'
+    memory: ExecutorMemory = Field(
+        default="2Gi",
+        description=f'Memory of each executor pod, e.g. "2Gi"; at least '
+        f"{quantities.MIN_EXECUTOR_MEMORY} (three quarters of it are the JVM's heap).",
     )
 
 

@@ -11,12 +11,11 @@ only inside the pod: the runtime adds them from POD_NAME and POD_IP.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Final
 
-from rillet.api.v1alpha1 import apps
+from rillet.api.v1alpha1 import apps, quantities
 from rillet.driverapi import runspecs, wiring
 from rillet.reconcile import naming, sparkdefaults
 from rillet.reconcile.appobjects import contexts, sparkauth
@@ -39,35 +38,10 @@ DRIVER_HEAP_SHARE: Final = Decimal("0.5")
 # spark.sql.shuffle.partitions, when the App sets it, is hashed through the run spec's sparkConf.
 LIVE_KEYS: Final = frozenset({"spark.executor.instances", sparkdefaults.SHUFFLE_PARTITIONS})
 
-_QUANTITY: Final = re.compile(r"([0-9]+\.?[0-9]*|\.[0-9]+)([A-Za-z]*)")
-_MEMORY_UNITS: Final = {
-    "": 1,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
-
-
-def memory_mib(quantity: int | str) -> int:
-    """A Kubernetes memory quantity ("2Gi", "1.5G", 1073741824) in whole MiB, rounded down."""
-    match = _QUANTITY.fullmatch(str(quantity))
-    if match is None or match[2] not in _MEMORY_UNITS:
-        raise ValueError(f"not a memory quantity: {quantity!r}")
-    return int(Decimal(match[1]) * _MEMORY_UNITS[match[2]] // 2**20)
-
 
 def split_memory(quantity: int | str, heap_share: Decimal) -> tuple[int, int]:
     """(heap, rest) in MiB of a pod's memory, the heap being `heap_share` of it."""
-    total = memory_mib(quantity)
+    total = quantities.memory_mib(quantity)
     heap = int(total * heap_share)
     return heap, total - heap
 
