@@ -8,22 +8,22 @@ import concurrent.futures
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from rillet.kafka import admin
+from rillet.kafka import admin, errors
 
 
 def test_kafkas_error_is_read_by_its_code() -> None:
     refused = KafkaException(KafkaError(KafkaError._AUTHENTICATION))
-    assert admin.error_code(refused) == KafkaError._AUTHENTICATION
-    assert admin.is_unreachable(refused)
-    assert not admin.is_unreachable(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
+    assert errors.error_code(refused) == KafkaError._AUTHENTICATION
+    assert errors.is_unreachable(refused)
+    assert not errors.is_unreachable(KafkaException(KafkaError(KafkaError.TOPIC_ALREADY_EXISTS)))
 
 
 def test_a_message_or_another_exception_has_no_code_and_is_no_outage() -> None:
     # The client raises KafkaException with a message for errors it makes up itself; reading a
     # code off it used to fail with AttributeError.
     for error in (KafkaException("Failed to get metadata"), KafkaException(), ValueError("x")):
-        assert admin.error_code(error) is None
-        assert not admin.is_unreachable(error)
+        assert errors.error_code(error) is None
+        assert not errors.is_unreachable(error)
 
 
 def test_a_request_stops_waiting_once_kafka_refused_the_client(

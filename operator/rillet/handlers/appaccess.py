@@ -26,7 +26,7 @@ import kopf
 
 from rillet.handlers import deleting
 from rillet.k8s.applying import AppKube, ForeignObjectError
-from rillet.kafka.admin import KafkaUnavailableError
+from rillet.kafka.errors import KafkaUnavailableError
 from rillet.kafka.principals import AccessError, PrincipalAdmin
 from rillet.reconcile import appstatus, apptargets, kafkaaccess
 from rillet.reconcile.appobjects.credentials import KafkaAccess

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from rillet.handlers import indexes
-from rillet.kafka.admin import KafkaUnavailableError
+from rillet.kafka.errors import KafkaUnavailableError
 from rillet.kafka.syncing import TopicSyncer
 from rillet.reconcile import subjects
 

@@ -2,7 +2,8 @@
 
 Every call takes many topics and returns a result per topic: a per-topic failure is a value
 (`KafkaFailure`), not an exception, so one bad topic never hides the others' results. Only a
-cluster that cannot be reached at all raises `KafkaUnavailableError`.
+cluster that cannot be reached at all raises `KafkaUnavailableError` (`errors` tells which
+failures mean that).
 
 One topic must not fail the others before Kafka answers either: each topic's part of a request
 is checked and built on its own, and a request the client refuses whole is sent again topic by
@@ -21,7 +22,7 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka import KafkaError, TopicCollection
 from confluent_kafka.admin import (
     AdminClient,
     ConfigResource,
@@ -32,6 +33,16 @@ from confluent_kafka.admin import (
 )
 
 from rillet.kafka import topicrequests
+from rillet.kafka.errors import (
+    EXPLAINING,
+    LOST_BROKER,
+    REFUSING,
+    KafkaUnavailableError,
+    already_exists,
+    error_code,
+    is_gone,
+    is_unreachable,
+)
 from rillet.kafka.topicrequests import KafkaFailure
 from rillet.reconcile.topicconfigs import ConfigDiff
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic
@@ -39,76 +50,18 @@ from rillet.reconcile.topics import DesiredTopic, ObservedTopic
 # Kafka refuses a CreateTopics request of more than 10,000 partitions in all.
 MAX_PARTITIONS_PER_CREATE = 10_000
 
-_UNREACHABLE = {
-    KafkaError._AUTHENTICATION,
-    KafkaError._SSL,
-    KafkaError._TRANSPORT,
-    KafkaError._TIMED_OUT,
-    KafkaError._ALL_BROKERS_DOWN,
-    KafkaError._RESOLVE,
-    KafkaError.REQUEST_TIMED_OUT,
-    KafkaError.NETWORK_EXCEPTION,
-}
-# Client errors that say why no broker answers, where a request only times out; the phrase
-# leads the reason, which statuses.unavailable_message reads to say what to check.
-_EXPLAINING = {
-    KafkaError._AUTHENTICATION: "Kafka refused the operator's login",
-    KafkaError._SSL: "TLS with the brokers failed",
-}
-# A dropped connection, or a request that timed out waiting for its broker: librdkafka sends
-# admin requests to the controller of its last metadata and waits for that broker, which KRaft
-# reports alive until it fences it (broker.session.timeout.ms, 9 s by default).
-_LOST_BROKER = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT}
-# How often a request in flight checks whether Kafka refused the client's login meanwhile: the
-# request itself would only time out, after the request timeout. A refused login is the
-# cluster's answer (SCRAM users live in its metadata); a failed TLS handshake may be one
-# broker's certificate while the others answer, so it is left to the timeout.
+# How often a request in flight checks whether Kafka refused the client's login meanwhile
+# (`errors.REFUSING`): the request itself would only time out, after the request timeout.
 _REFUSAL_CHECK_SECONDS = 0.2
-_REFUSING = {KafkaError._AUTHENTICATION}
 # Threads per TopicAdmin that wait for Kafka's answers, one per request in flight: its lane's
 # batch, describes of changes not shown yet, deletions (answered in milliseconds). Not asyncio's
 # default executor: it runs every status patch and Event too (`k8s.writing`), and an apply's
 # waits queued behind a resync's writes there for 2 to 7 s.
 WAITING_THREADS = 8
 _DYNAMIC_TOPIC_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG.value
-_GONE = {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.UNKNOWN_TOPIC_ID}
 
 K = TypeVar("K")
 T = TypeVar("T")
-
-
-class KafkaUnavailableError(RuntimeError):
-    """No broker answered: nothing can be said about any topic.
-
-    `lost_broker`: every request was cut off by a dropped connection or timed out waiting for
-    one broker, as when the broker answering (or the one the last metadata named controller)
-    died; another broker may answer a second send.
-    """
-
-    def __init__(self, message: str, *, lost_broker: bool = False) -> None:
-        super().__init__(message)
-        self.lost_broker = lost_broker
-
-
-def error_code(error: object) -> int | None:
-    """The code of Kafka's error a call failed with; None for anything else (including a
-    KafkaException that carries a message instead of a KafkaError)."""
-    if isinstance(error, KafkaException) and error.args and isinstance(error.args[0], KafkaError):
-        return int(error.args[0].code())
-    return None
-
-
-def is_unreachable(error: BaseException) -> bool:
-    """Whether a failed call means no broker answered (or the login was refused)."""
-    return error_code(error) in _UNREACHABLE
-
-
-def _already_exists(error: object) -> bool:
-    return error_code(error) == KafkaError.TOPIC_ALREADY_EXISTS
-
-
-def _gone(error: BaseException) -> bool:
-    return error_code(error) in _GONE
 
 
 async def _settle(
@@ -128,7 +81,7 @@ async def _settle(
     if errors and len(errors) == len(settled) and all(is_unreachable(e) for e in errors):
         raise KafkaUnavailableError(
             topicrequests.failure_of(errors[0]).message,
-            lost_broker=all(error_code(e) in _LOST_BROKER for e in errors),
+            lost_broker=all(error_code(e) in LOST_BROKER for e in errors),
         )
     return settled
 
@@ -193,9 +146,9 @@ class TopicAdmin:
         self._waiting.shutdown(wait=False, cancel_futures=True)
 
     def _on_client_error(self, error: KafkaError) -> None:
-        if error.code() in _EXPLAINING:
+        if error.code() in EXPLAINING:
             self._why_unreachable = error
-        if error.code() in _REFUSING:
+        if error.code() in REFUSING:
             self._refusals += 1
 
     def _refused_since(self, seen: int) -> Callable[[], bool]:
@@ -245,7 +198,7 @@ class TopicAdmin:
         why = self._why_unreachable
         if why is None:
             return message
-        return f"{_EXPLAINING[why.code()]} ({why.str()}); {message}"
+        return f"{EXPLAINING[why.code()]} ({why.str()}); {message}"
 
     async def describe(
         self, names: Iterable[str]
@@ -271,7 +224,7 @@ class TopicAdmin:
             if isinstance(description, KafkaFailure):
                 observed[name] = description
             elif isinstance(description, BaseException):
-                gone = _gone(description)
+                gone = is_gone(description)
                 observed[name] = None if gone else topicrequests.failure_of(description)
             elif isinstance(overrides.get(name), KafkaFailure):
                 observed[name] = overrides[name]  # type: ignore[assignment]
@@ -331,7 +284,7 @@ class TopicAdmin:
             )
             # Another lane (or operator) may have created it a moment ago: that is success.
             results |= {
-                name: None if _already_exists(value) else _outcome(value)
+                name: None if already_exists(value) else _outcome(value)
                 for name, value in settled.items()
             }
         return results
@@ -388,7 +341,7 @@ class TopicAdmin:
             key=lambda name: name,
         )
         return {
-            name: None if isinstance(value, BaseException) and _gone(value) else _outcome(value)
+            name: None if isinstance(value, BaseException) and is_gone(value) else _outcome(value)
             for name, value in settled.items()
         }
 

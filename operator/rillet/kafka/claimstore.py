@@ -29,7 +29,7 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rillet.kafka.admin import KafkaUnavailableError
+from rillet.kafka.errors import KafkaUnavailableError
 from rillet.reconcile import topicownership
 from rillet.reconcile.topicownership import ClaimRecord
 

@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from rillet.kafka.admin import KafkaUnavailableError, error_code, is_unreachable
+from rillet.kafka.errors import KafkaUnavailableError, error_code, is_unreachable
 from rillet.kafka.topicrequests import failure_of
 from rillet.reconcile import kafkaaccess
 from rillet.reconcile.kafkaaccess import Grant, GrantPlan

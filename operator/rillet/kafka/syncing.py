@@ -40,8 +40,9 @@ from dataclasses import dataclass, field
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_exponential
 
 from rillet import metrics
-from rillet.kafka.admin import KafkaUnavailableError, TopicAdmin
+from rillet.kafka.admin import TopicAdmin
 from rillet.kafka.claimstore import ClaimStore
+from rillet.kafka.errors import KafkaUnavailableError
 from rillet.kafka.topicrequests import KafkaFailure
 from rillet.reconcile import topicownership, topics
 from rillet.reconcile.topics import DesiredTopic, ObservedTopic, Problem, SyncOutcome
