@@ -5,7 +5,7 @@ SQL that reaches past the App for a file (here, because Spark already runs in th
 That line is what `rillet drive` writes as the driver's termination message
 (`terminating.summarize_error`); the operator shows it as the App's Stalled condition
 (DriverCrashLooping) once the kubelet restarts the driver with its back-off, which
-test_apps_on_node proves on the node for a pipeline that fails at run time.
+test_apps_not_ready_on_node proves on the node for a pipeline that fails at run time.
 
 Test plan (a Topic of clicks, a Table of views, an App naming a Python function):
 - a module that raises as it is imported: the driver refuses to start with that error, its
