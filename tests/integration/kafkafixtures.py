@@ -79,10 +79,12 @@ def subject_topic(
 
 @pytest.fixture
 def registry(
-    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch
+    stack: devstack.StackState, monkeypatch: pytest.MonkeyPatch, kafka_prefix: str
 ) -> Iterator[tuple[runspecs.SchemaRegistry, SchemaRegistryClient]]:
     """The stack's registry as a run spec names it (its credentials in the environment, as
-    `rillet run` reads them), and a client; the test's subjects are deleted afterwards."""
+    `rillet run` reads them), and a client; the test's subjects (those of its topics, under
+    its prefix) are deleted afterwards. Not every subject that appeared meanwhile: a test in
+    another worker may still be using its own."""
     state: SchemaRegistryState | None = stack.schema_registry
     if state is None:
         pytest.fail("the stack runs without its schema registry", pytrace=False)
@@ -92,5 +94,7 @@ def registry(
         before = set(client.get_subjects())
         yield runspecs.SchemaRegistry(url=state.url), client
         for subject in set(client.get_subjects()) - before:
+            if not subject.startswith(kafka_prefix):
+                continue
             client.delete_subject(subject)
             client.delete_subject(subject, permanent=True)
