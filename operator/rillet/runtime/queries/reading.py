@@ -110,10 +110,8 @@ def parse_records(
     if item.format == "avro":
         if avro is None:
             raise ValueError(f"input {item.name} is avro, and its schemas are not resolved")
-        decoded = (
-            stream.selectExpr(*avrorecords.decode_exprs(avro))
-            .selectExpr("*", avrorecords.header_expr())
-            .selectExpr("*", avrorecords.error_expr(avro, input_name=item.name))
+        decoded = stream.selectExpr(*avrorecords.decode_exprs(avro)).selectExpr(
+            "*", avrorecords.error_expr(avro, input_name=item.name)
         )
         return _split_bad_records(spec, decoded, avro.columns)
     if item.format == "protobuf":
