@@ -59,6 +59,11 @@ def paired_ratios(numerator: tuple[float, ...], denominator: tuple[float, ...]) 
     return [n / max(d, 1e-9) for n, d in zip(numerator, denominator, strict=True)]
 
 
+def paired_median(numerator: tuple[float, ...], denominator: tuple[float, ...]) -> float:
+    """The median of the repeats' paired ratios (paired_ratios)."""
+    return statistics.median(paired_ratios(numerator, denominator))
+
+
 def formats(bootstrap: str, *, config: settings.Settings) -> None:
     environment = lineformats.registry_environment()
     if environment is None:
@@ -183,20 +188,20 @@ def report(rates: dict[str, dict[str, Rates]], *, config: settings.Settings) -> 
         protobuf = by_format["protobuf"]
         paired = paired_ratios(avro.wholes, json.wholes)
         whole = statistics.median(paired)
-        steady = statistics.median(paired_ratios(avro.steadies, json.steadies))
+        steady = paired_median(avro.steadies, json.steadies)
         holds = "holds" if whole >= 1.0 else "does not hold"
         print(
             f"{master}: Avro/JSON = {whole:.2f}x whole run, {steady:.2f}x steady state (medians "
             f"of the repeats' paired ratios; whole run: "
             f"{', '.join(f'{r:.2f}' for r in paired)}): the target (>= 1.0x whole run) {holds}; "
             f"against string (no decoding): JSON "
-            f"{statistics.median(paired_ratios(json.wholes, string.wholes)):.0%}, Avro "
-            f"{statistics.median(paired_ratios(avro.wholes, string.wholes)):.0%}"
+            f"{paired_median(json.wholes, string.wholes):.0%}, Avro "
+            f"{paired_median(avro.wholes, string.wholes):.0%}"
         )
         print(
             f"{master}: Protobuf/JSON = "
-            f"{statistics.median(paired_ratios(protobuf.wholes, json.wholes)):.2f}x whole run, "
-            f"{statistics.median(paired_ratios(protobuf.steadies, json.steadies)):.2f}x steady "
+            f"{paired_median(protobuf.wholes, json.wholes):.2f}x whole run, "
+            f"{paired_median(protobuf.steadies, json.steadies):.2f}x steady "
             f"state (decoded in Python workers; no target); against string: "
-            f"{statistics.median(paired_ratios(protobuf.wholes, string.wholes)):.0%}"
+            f"{paired_median(protobuf.wholes, string.wholes):.0%}"
         )
