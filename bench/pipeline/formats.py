@@ -32,10 +32,11 @@ REGISTERED = ("avro", "protobuf")
 @dataclasses.dataclass(frozen=True)
 class Rates:
     """Records/s of one format on one master, each repeat's: whole run, and after the first
-    batch."""
+    batch; and the seconds of each repeat's start and first batch."""
 
     wholes: tuple[float, ...]
     steadies: tuple[float, ...]
+    starts: tuple[float, ...]
 
     @property
     def whole(self) -> float:
@@ -105,10 +106,10 @@ def measure(
     config: settings.Settings,
 ) -> dict[str, Rates]:
     """Each format's rates on `master`, every repeat running each format once (run_order)."""
-    runs: dict[str, list[tuple[float, float]]] = {f: [] for f in FORMATS}
+    runs: dict[str, list[tuple[float, float, float]]] = {f: [] for f in FORMATS}
     for attempt in range(config.repeats):
         for value_format in run_order(attempt):
-            whole, steady = run_format(
+            whole, steady, start = run_format(
                 bootstrap,
                 topics[value_format],
                 value_format,
@@ -118,14 +119,18 @@ def measure(
                 batch=batch_size(config),
             )
             whole = config.records / whole
-            runs[value_format].append((whole, steady))
+            runs[value_format].append((whole, steady, start))
             print(
                 f"  {value_format:<6} {master} run {attempt + 1}: {whole:,.0f} records/s whole "
                 f"run, {steady:,.0f} after the first batch",
                 flush=True,
             )
     return {
-        f: Rates(wholes=tuple(r[0] for r in rs), steadies=tuple(r[1] for r in rs))
+        f: Rates(
+            wholes=tuple(r[0] for r in rs),
+            steadies=tuple(r[1] for r in rs),
+            starts=tuple(r[2] for r in rs),
+        )
         for f, rs in runs.items()
     }
 
@@ -139,8 +144,9 @@ def run_format(
     environment: dict[str, str],
     *,
     batch: int,
-) -> tuple[float, float]:
-    """One run of the App over `source`: (seconds for the whole topic, steady records/s)."""
+) -> tuple[float, float, float]:
+    """One run of the App over `source`: (seconds for the whole topic, steady records/s,
+    seconds of its queries' start and first batch)."""
     figures = sparkworker.count_words(
         bootstrap,
         source,
@@ -153,7 +159,8 @@ def run_format(
         # The registry's URL and credentials, as `rillet dev env` exports them for `rillet run`.
         env=environment,
     )
-    return float(figures["seconds"]), float(figures["steady"])
+    start = float(figures["start"]) + float(figures["first"])
+    return float(figures["seconds"]), float(figures["steady"]), start
 
 
 def batch_size(config: settings.Settings) -> int:
@@ -197,6 +204,12 @@ def report(rates: dict[str, dict[str, Rates]], *, config: settings.Settings) -> 
             f"against string (no decoding): JSON "
             f"{paired_median(json.wholes, string.wholes):.0%}, Avro "
             f"{paired_median(avro.wholes, string.wholes):.0%}"
+        )
+        print(
+            f"{master}: start and first batch (medians, the run's fixed cost): JSON "
+            f"{statistics.median(json.starts):.2f} s, Avro {statistics.median(avro.starts):.2f} s"
+            f" of whole runs of {config.records / json.whole:.1f} s and "
+            f"{config.records / avro.whole:.1f} s"
         )
         print(
             f"{master}: Protobuf/JSON = "

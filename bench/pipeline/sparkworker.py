@@ -28,6 +28,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     from rillet.driverapi import runspecs
     from rillet.reconcile import manifests as runmanifests
     from rillet.runtime.driver import driving, localspark
+    from rillet.runtime.jvm import classsharing
     from rillet_devstack import spark as devspark
 
     if args.format:
@@ -64,7 +65,9 @@ def spark_worker(args: argparse.Namespace) -> None:
     )
     jars = [str(jar) for jar in devspark.spark_jars()]
     options = driving.RunOptions(
-        master=args.master, spark_conf=localspark.local_spark_conf(jars=jars, master=args.master)
+        master=args.master,
+        spark_conf=localspark.local_spark_conf(jars=jars, master=args.master),
+        class_archive=class_archive(classsharing, devspark),
     )
     spark = driving.build_session(spec, options)
     spark.range(1).collect()  # the JVM and executors are up before the clock starts
@@ -80,6 +83,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     driver = driving.Driver(spark, spec, on_batch=[batches.append])
     started = time.monotonic()
     driver.start()
+    start_seconds = time.monotonic() - started
     if catch_up:
         driver.wait()
         seconds = time.monotonic() - started
@@ -89,7 +93,13 @@ def spark_worker(args: argparse.Namespace) -> None:
         steady = sum(b.input_rows for b in later) / max(
             sum(b.duration_seconds for b in later), 1e-9
         )
-        print(json.dumps({"seconds": seconds, "steady": steady}), flush=True)
+        first = next((b.duration_seconds for b in batches if b.input_rows), 0.0)
+        print(
+            json.dumps(
+                {"seconds": seconds, "steady": steady, "start": start_seconds, "first": first}
+            ),
+            flush=True,
+        )
     else:
         print(json.dumps({"ready": True}), flush=True)
         sys.stdin.read()  # until the benchmark closes our stdin
@@ -97,6 +107,15 @@ def spark_worker(args: argparse.Namespace) -> None:
         print(json.dumps({"phases": batch_phases(progresses)}), flush=True)
         driver.stop(timeout=10)
     spark.stop()
+
+
+def class_archive(classsharing: Any, devspark: Any) -> Path | None:
+    """The drivers' class archive, as `rillet run` maps it (rillet_devstack.spark): the one the
+    environment names (a path that names no file: none), else the local stack's."""
+    if classsharing.ARCHIVE_ENV in os.environ:
+        archive: Path | None = classsharing.archive_path()
+        return archive
+    return devspark.class_archive()  # type: ignore[no-any-return]
 
 
 def schema_registry(runspecs: Any) -> Any:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from rillet.runtime.jvm import JAR, SOURCES
+from rillet.runtime.jvm import CLASS_SHARING, JAR, SOURCES
 from rillet_devstack import (
     gobuilding,
     mavenfetching,
@@ -111,8 +111,11 @@ def pyspark_jars() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations))) / "jars"
 
 
-def driver_classpath_version(jars: Path | None = None, java: str | None = None) -> str:
-    """The cache key of the drivers' class archive: the class path it was made for.
+def driver_classpath_version(
+    jars: Path | None = None, java: str | None = None, warm_up: Path = CLASS_SHARING
+) -> str:
+    """The cache key of the drivers' class archive: the class path it was made for, and the
+    `warm_up` job that chose its classes (runtime.jvm.classsharing).
 
     A JVM maps a CDS archive only on the class path it was dumped with, each jar at the same
     path with the same size and modification time, and only if it is the same JVM; otherwise it
@@ -124,6 +127,7 @@ def driver_classpath_version(jars: Path | None = None, java: str | None = None) 
         home = os.environ.get("JAVA_HOME")
         java = f"{home}/bin/java" if home else shutil.which("java") or "no-java"
     digest = hashlib.sha256(versions.SPARK.encode())
+    digest.update(warm_up.read_bytes())
     for entry in [Path(java).resolve(), jars, *sorted(jars.glob("*"))]:
         status = entry.stat() if entry.exists() else None
         stamp = (status.st_size, status.st_mtime_ns) if status else None
@@ -133,11 +137,11 @@ def driver_classpath_version(jars: Path | None = None, java: str | None = None) 
 
 def build_spark_classes(scratch: Path, target: Path, progress: reporting.Progress) -> None:
     """A class-data sharing archive of a local Spark driver's classes (runtime.jvm.classsharing),
-    with the connector jars `rillet run` gives it."""
+    with the jars `rillet run` gives it (its warm-up decodes Avro: spark-avro's among them)."""
     from rillet.runtime.jvm import classsharing
+    from rillet_devstack import spark
 
-    jars = sorted(str(jar) for jar in (SPARK_KAFKA.directory / "libs").glob("*.jar"))
-    classsharing.build(target / SPARK_CLASSES_FILE, jars)
+    classsharing.build(target / SPARK_CLASSES_FILE, [str(jar) for jar in spark.spark_jars()])
 
 
 def jar_version(sources: Sequence[Path] = SOURCES) -> str:
@@ -201,7 +205,8 @@ SPARK_S3A = Artefact(
     ("mvn", "java"),
     mavenfetching.fetch_spark_s3a,
 )
-# Built by the machine's JDK from the connector: after SPARK_KAFKA.
+# Built by the machine's JDK with the jars a local driver runs with: after SPARK_KAFKA, SPARK_AVRO,
+# SPARK_S3A and RILLET_SPARK.
 SPARK_CLASSES = Artefact(
     "spark-classes",
     f"{versions.SPARK}-{driver_classpath_version()}",

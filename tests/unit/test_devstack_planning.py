@@ -101,6 +101,17 @@ def test_the_class_archive_is_made_again_for_another_class_path(tmp_path: Path) 
     assert provisioning.driver_classpath_version(jars, str(other_java)) != first
 
 
+def test_the_class_archive_is_made_again_for_another_warm_up(tmp_path: Path) -> None:
+    jars, java, warm_up = tmp_path / "jars", tmp_path / "java", tmp_path / "classsharing.py"
+    jars.mkdir()
+    java.write_text("jvm")
+    warm_up.write_text("spark.range(1).collect()")
+    first = provisioning.driver_classpath_version(jars, str(java), warm_up)
+    assert provisioning.driver_classpath_version(jars, str(java), warm_up) == first
+    warm_up.write_text("spark.range(1).selectExpr('to_avro(id)').collect()")  # more classes
+    assert provisioning.driver_classpath_version(jars, str(java), warm_up) != first
+
+
 def test_only_the_versions_used_last_are_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

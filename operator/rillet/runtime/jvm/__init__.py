@@ -21,6 +21,9 @@ from pathlib import Path
 from typing import Final
 
 SOURCES: Final = tuple(sorted(Path(__file__).parent.glob("*.java")))
+# What the drivers' class archive holds follows from this module's warm-up job: the local
+# stack makes its archive again when the module changes.
+CLASS_SHARING: Final = Path(__file__).with_name("classsharing.py")
 JAR: Final = "rillet-spark.jar"
 WRITER_CLASS: Final = "rillet.spark.TransactionalWriter"
 WARMUP_PLUGIN: Final = "rillet.spark.WarmupPlugin"
