@@ -28,7 +28,6 @@ def spark_worker(args: argparse.Namespace) -> None:
     from rillet.driverapi import runspecs
     from rillet.reconcile import manifests as runmanifests
     from rillet.runtime.driver import driving, localspark
-    from rillet.runtime.jvm import classsharing
     from rillet_devstack import spark as devspark
 
     if args.format:
@@ -67,7 +66,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     options = driving.RunOptions(
         master=args.master,
         spark_conf=localspark.local_spark_conf(jars=jars, master=args.master),
-        class_archive=class_archive(classsharing, devspark),
+        class_archive=class_archive(),
     )
     spark = driving.build_session(spec, options)
     spark.range(1).collect()  # the JVM and executors are up before the clock starts
@@ -109,13 +108,15 @@ def spark_worker(args: argparse.Namespace) -> None:
     spark.stop()
 
 
-def class_archive(classsharing: Any, devspark: Any) -> Path | None:
+def class_archive() -> Path | None:
     """The drivers' class archive, as `rillet run` maps it (rillet_devstack.spark): the one the
     environment names (a path that names no file: none), else the local stack's."""
+    from rillet.runtime.jvm import classsharing
+    from rillet_devstack import spark as devspark
+
     if classsharing.ARCHIVE_ENV in os.environ:
-        archive: Path | None = classsharing.archive_path()
-        return archive
-    return devspark.class_archive()  # type: ignore[no-any-return]
+        return classsharing.archive_path()
+    return devspark.class_archive()
 
 
 def schema_registry(runspecs: Any) -> Any:

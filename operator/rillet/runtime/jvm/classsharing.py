@@ -8,8 +8,9 @@ a rescale that restarts. A CDS archive holds them already parsed and verified, m
 what an App's driver loads: a session with the Kafka connector, the Kafka source resolved,
 records decoded and encoded in Avro and JSON, a stateful streaming query run for a few batches.
 Avro's classes count: without them, an Avro App's driver spent about 0.3 s more than a JSON
-App's planning its inputs (docs/formats.md). The runtime image builds one at its build
-(RILLET_SPARK_CLASS_ARCHIVE names it); `rillet dev up` builds one in the cache for `rillet run`.
+App's planning its inputs (docs/decisions/025-avro-start.md). The runtime image builds one at
+its build (RILLET_SPARK_CLASS_ARCHIVE names it); `rillet dev up` builds one in the cache for
+`rillet run`.
 `java_options` gives the flag a driver JVM starts with: an archive made by another JDK or with
 other jars is ignored by the JVM, which then loads its classes as before.
 """
