@@ -4,7 +4,8 @@ Test plan:
 - a commit Kafka answers with NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS (a new group's
   first commit) is sent again, and the batch's offsets end up committed;
 - any other failure (here: authorization) fails the batch's commit at once, commits nothing, and
-  the next batch commits again.
+  the next batch commits again;
+- a closed committer (its driver stopped) lets go of its Kafka client and commits nothing more.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ScriptedCommitter(committing.OffsetCommitter):
         self._reported = {}
         self._committed = {}
         self._lock = threading.Lock()
+        self._admin = object()  # type: ignore[assignment]  # never used: _commit is scripted
         self.errors = list(errors)
         self.sent: list[dict[progress.TopicPartition, int]] = []
 
@@ -76,3 +78,15 @@ def test_another_failure_fails_the_commit_and_the_next_batch_commits_again() -> 
 
     assert committer.on_batch(_batch(1, 200)) == {("lines", 0): 200}
     assert committer.committed == {("lines", 0): 200}
+
+
+def test_a_closed_committer_lets_go_of_its_client_and_commits_nothing_more() -> None:
+    committer = ScriptedCommitter()
+    assert committer.on_batch(_batch(0, 120)) == {("lines", 0): 120}
+
+    committer.close()
+
+    assert committer._admin is None  # the client's last reference: it is destroyed with it
+    assert committer.on_batch(_batch(1, 200)) == {}
+    assert committer.committed == {("lines", 0): 120}
+    assert len(committer.sent) == 1

@@ -48,7 +48,7 @@ class OffsetCommitter:
         self._reported: dict[str, dict[progress.TopicPartition, int]] = {}
         self._committed: dict[progress.TopicPartition, int] = {}
         self._lock = threading.Lock()
-        self._admin = AdminClient(
+        self._admin: AdminClient | None = AdminClient(
             {
                 **spec.kafka_config,
                 "bootstrap.servers": spec.bootstrap_servers,
@@ -58,9 +58,9 @@ class OffsetCommitter:
 
     def on_batch(self, batch: progress.BatchProgress) -> dict[progress.TopicPartition, int]:
         """Record a finished batch and commit what it advanced; returns the offsets committed."""
-        if not batch.partitions:
-            return {}
         with self._lock:
+            if not batch.partitions or self._admin is None:
+                return {}
             self._readers = progress.narrow_readers(self._readers, batch)
             self._reported.setdefault(batch.query, {}).update(batch.end_offsets)
             plan = progress.plan_commit(
@@ -88,6 +88,7 @@ class OffsetCommitter:
         # When this returns, lag tools see the batch. A failure propagates to the listener,
         # which logs it; the next batch commits again.
         request = ConsumerGroupTopicPartitions(self.group, offsets)
+        assert self._admin is not None, "a closed committer commits nothing (on_batch)"
         [done] = self._admin.alter_consumer_group_offsets(
             [request], request_timeout=COMMIT_TIMEOUT_SECONDS
         ).values()
@@ -96,6 +97,15 @@ class OffsetCommitter:
         failed = [tp for tp in result.topic_partitions or [] if tp.error is not None]
         if failed:
             raise KafkaException(failed[0].error)
+
+    def close(self) -> None:
+        """Let go of the Kafka client: the driver has stopped for good, and a batch reported
+        later commits nothing. Dropped, not closed (confluent-kafka's AdminClient has no
+        close(): its last reference going destroys it), and dropped here because py4j keeps a
+        listener removed from the session, and with it this committer: a client left behind
+        would reconnect to its brokers for as long as the process lives."""
+        with self._lock:
+            self._admin = None
 
     @property
     def committed(self) -> dict[progress.TopicPartition, int]:

@@ -294,7 +294,9 @@ class Driver:
         if self._listener is not None:
             self.spark.streams.removeListener(self._listener)
             self._listener = None
-        self.committer = None  # nothing to close: it commits through requests, joins nothing
+        if self.committer is not None:
+            self.committer.close()  # its client: the removed listener stays referenced (py4j)
+            self.committer = None
 
 
 Alongside = Callable[[SparkSession], AbstractContextManager[object]]
