@@ -28,6 +28,7 @@ def spark_worker(args: argparse.Namespace) -> None:
     from rillet.driverapi import runspecs
     from rillet.reconcile import manifests as runmanifests
     from rillet.runtime.driver import driving, localspark
+    from rillet.runtime.jvm import classsharing
     from rillet_devstack import spark as devspark
 
     if args.format:
@@ -63,10 +64,13 @@ def spark_worker(args: argparse.Namespace) -> None:
         }
     )
     jars = [str(jar) for jar in devspark.spark_jars()]
+    # The drivers' class archive as `rillet run` finds it: the one the environment names (a path
+    # that names no file: none), else the local stack's.
+    devspark.set_up_environment("run")
     options = driving.RunOptions(
         master=args.master,
         spark_conf=localspark.local_spark_conf(jars=jars, master=args.master),
-        class_archive=class_archive(),
+        class_archive=classsharing.archive_path(),
     )
     spark = driving.build_session(spec, options)
     spark.range(1).collect()  # the JVM and executors are up before the clock starts
@@ -106,17 +110,6 @@ def spark_worker(args: argparse.Namespace) -> None:
         print(json.dumps({"phases": batch_phases(progresses)}), flush=True)
         driver.stop(timeout=10)
     spark.stop()
-
-
-def class_archive() -> Path | None:
-    """The drivers' class archive, as `rillet run` maps it (rillet_devstack.spark): the one the
-    environment names (a path that names no file: none), else the local stack's."""
-    from rillet.runtime.jvm import classsharing
-    from rillet_devstack import spark as devspark
-
-    if classsharing.ARCHIVE_ENV in os.environ:
-        return classsharing.archive_path()
-    return devspark.class_archive()
 
 
 def schema_registry(runspecs: Any) -> Any:
