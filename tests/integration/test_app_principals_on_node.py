@@ -51,6 +51,7 @@ from rillet_devstack.operating import OperatorProcess
 
 from . import principals
 from .conftest import Kube
+from .namespacefixtures import RILLET_PLURALS
 from .objects import apply, get, wait_condition
 from .polling import wait_for
 from .wordcounts import (
@@ -88,7 +89,10 @@ def _shown(kube: Kube, namespace: str, operator: OperatorProcess) -> list[str]:
         operator.log.read_text(encoding="utf-8", errors="replace"),
         *_logs(kube, namespace),
         kube.kubectl("get", "pods,configmaps,statefulsets", "-n", namespace, "-o", "json").stdout,
-        kube.kubectl("get", "rillet", "-n", namespace, "-o", "json").stdout,
+        # Read through the API, not `kubectl get rillet`: kubectl expands a category from
+        # whatever discovery it holds, ignoring errors, and a partial answer (other tests' CRDs
+        # come and go meanwhile) once left it none: "doesn't have a resource type rillet".
+        json.dumps([kube.api.list(plural, namespace) for plural in RILLET_PLURALS]),
         kube.kubectl("get", "events", "-n", namespace, "-o", "json").stdout,
     ]
 
