@@ -19,7 +19,7 @@ from kubernetes import client
 
 from bench.apps import benches, observing, reports, settings, spikeways, tasktimelines
 from rillet.kafka.lag import LagReader
-from rillet.reconcile import scaling
+from rillet.reconcile import scalingreplays
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,12 @@ def run_spike(b: benches.Bench, way: spikeways.Way, reader: LagReader, initial: 
         way=way.label,
         drain=drained,
         executor_seconds=executor_seconds(inside, settings.SPIKE_WINDOW),
-        scale_events=scaling.count_scale_events(series),
+        scale_events=scalingreplays.count_scale_events(series),
         scale_moves=count_moves(inside),
         series=series,
-        requests=scaling.count_scale_events(s.requested for s in inside if s.requested is not None),
+        requests=scalingreplays.count_scale_events(
+            s.requested for s in inside if s.requested is not None
+        ),
     )
 
 

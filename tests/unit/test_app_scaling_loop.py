@@ -32,6 +32,7 @@ from rillet.reconcile import (
     apptargets,
     parallelisms,
     scaling,
+    scalingdecisions,
 )
 from tests.unit import wordcount_inputs
 
@@ -74,7 +75,7 @@ def test_which_apps_the_loop_scales_or_reconciles(
 
 
 def test_an_event_only_when_the_count_changes() -> None:
-    decision = scaling.ScalingDecision(
+    decision = scalingdecisions.ScalingDecision(
         desired=4, cap=6, reason="LagAbovePerExecutorTarget", message="lag of 4000", history=()
     )
     assert appnotes.scale_note(4, decision) == ()
@@ -136,7 +137,9 @@ def test_a_scaling_pass_observes_inputs_pods_and_progress() -> None:
         (NAMESPACE, "wordcount", "driver"): [driver],
         (NAMESPACE, "wordcount", "executor"): [running, running, {"status": {}}],
     }
-    decision = scaling.ScalingDecision(desired=2, cap=3, reason="r", message="m", history=())
+    decision = scalingdecisions.ScalingDecision(
+        desired=2, cap=3, reason="r", message="m", history=()
+    )
     observation = apptargets.observe(target, inputs, decision, pods)
     assert observation.driver is not None
     assert observation.driver.ready

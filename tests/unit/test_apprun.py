@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from rillet.driverapi import runspecs
-from rillet.reconcile import manifests, runresolving
+from rillet.reconcile import manifests, runparts
 from tests.unit import wordcount_inputs
 
 _documents = wordcount_inputs.example_documents
@@ -114,7 +114,7 @@ def test_topic_names_come_from_spec_topic_name_when_set() -> None:
 def test_missing_objects_are_all_named() -> None:
     documents = [d for d in _documents("enrich-orders.yaml") if d["kind"] == "App"]
 
-    with pytest.raises(runresolving.UnresolvedError) as raised:
+    with pytest.raises(runparts.UnresolvedError) as raised:
         manifests.build_run_spec_from_manifests(
             documents,
             bootstrap_servers="k:9092",
@@ -157,7 +157,7 @@ def test_checkpoint_of_the_app_wins_and_each_query_gets_a_directory() -> None:
 
 
 def test_without_any_checkpoint_location_resolution_fails() -> None:
-    with pytest.raises(runresolving.UnresolvedError, match="no checkpoint location"):
+    with pytest.raises(runparts.UnresolvedError, match="no checkpoint location"):
         manifests.build_run_spec_from_manifests(_documents("wordcount.yaml"), bootstrap_servers="k")
 
 
@@ -296,7 +296,7 @@ def test_lookups_reach_the_run_spec_and_a_windowed_table_is_refused() -> None:
 
     windowed = list(yaml.safe_load_all(_LOOKUP % ", window: {type: tumbling, size: 1h}"))
     with pytest.raises(
-        runresolving.UnresolvedError,
+        runparts.UnresolvedError,
         match="input orders looks up Table input customers, which is windowed",
     ):
         manifests.build_run_spec_from_manifests(

@@ -24,7 +24,7 @@ import pytest
 
 from rillet.api.v1alpha1 import kinds
 from rillet.driverapi import runspecs
-from rillet.reconcile import manifests, protospecs, runresolving
+from rillet.reconcile import manifests, protospecs, runparts
 from rillet.runtime.queries import records
 from tests import protoorders
 from tests.protoorders import API, REGISTRY, SHOP
@@ -56,7 +56,7 @@ def test_a_protobuf_app_resolves_its_subjects_and_carries_the_registry() -> None
 
 
 def test_without_a_registry_or_with_a_message_the_text_lacks_the_app_is_refused() -> None:
-    with pytest.raises(runresolving.UnresolvedError) as refused:
+    with pytest.raises(runparts.UnresolvedError) as refused:
         _run_spec(_documents(), registry=None)
     assert refused.value.problems == [protospecs.NO_REGISTRY]
 
@@ -69,7 +69,7 @@ def test_without_a_registry_or_with_a_message_the_text_lacks_the_app_is_refused(
     ]:
         documents = _documents()
         documents[-1]["spec"]["outputs"][0]["valueProtobuf"]["message"] = message
-        with pytest.raises(runresolving.UnresolvedError) as refused:
+        with pytest.raises(runparts.UnresolvedError) as refused:
             _run_spec(documents)
         assert refused.value.problems == [f"output topic-out: valueProtobuf.schema {says}"]
 
@@ -160,7 +160,7 @@ def test_a_protobuf_tables_given_message_is_its_writers_and_readers() -> None:
     assert next(i for i in reader.inputs if i.name == "known").protobuf == expected
 
     documents[-3]["spec"]["valueProtobuf"]["message"] = "shop.Refund"
-    with pytest.raises(runresolving.UnresolvedError) as refused:
+    with pytest.raises(runparts.UnresolvedError) as refused:
         manifests.build_run_spec_from_manifests(
             documents,
             bootstrap_servers="k:9092",
@@ -171,7 +171,7 @@ def test_a_protobuf_tables_given_message_is_its_writers_and_readers() -> None:
     assert refused.value.problems == [
         "output table-by-id: valueProtobuf.schema declares no message Refund (message: shop.Refund)"
     ]
-    with pytest.raises(runresolving.UnresolvedError) as refused:
+    with pytest.raises(runparts.UnresolvedError) as refused:
         manifests.build_run_spec_from_manifests(
             _table_documents(),
             bootstrap_servers="k:9092",

@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 
 from rillet.api.v1alpha1 import appresources
-from rillet.reconcile import parallelisms, scaling
-from rillet.reconcile.scaling import Recommendation, Sample
+from rillet.reconcile import parallelisms, scaling, scalingdecisions, scalingreplays
+from rillet.reconcile.scalingdecisions import Recommendation
+from rillet.reconcile.scalingreplays import Sample
 
-POLICY = scaling.ScalingPolicy(
+POLICY = scalingdecisions.ScalingPolicy(
     min_executors=1,
     max_executors=8,
     executor_cores=1,
@@ -39,7 +40,7 @@ POLICY = scaling.ScalingPolicy(
 )
 
 
-def _policy(**changes: Any) -> scaling.ScalingPolicy:
+def _policy(**changes: Any) -> scalingdecisions.ScalingPolicy:
     return dataclasses.replace(POLICY, **changes)
 
 
@@ -123,7 +124,7 @@ def test_lag_asks_for_ceil_of_lag_over_target(lag: int, target: int, executors: 
     ],
 )
 def test_first_decision_is_the_lag_count_within_bounds(
-    policy: scaling.ScalingPolicy,
+    policy: scalingdecisions.ScalingPolicy,
     partitions: int | None,
     lag: int | None,
     desired: int,
@@ -145,8 +146,8 @@ def _decide(
     current: int | None,
     now: float,
     partitions: int | None = 12,
-    policy: scaling.ScalingPolicy = POLICY,
-) -> scaling.ScalingDecision:
+    policy: scalingdecisions.ScalingPolicy = POLICY,
+) -> scalingdecisions.ScalingDecision:
     return scaling.plan_executors(
         policy, partitions=partitions, lag=lag, history=history, current=current, now=now
     )
@@ -224,10 +225,12 @@ def test_lowered_bound_applies_at_once_despite_the_window() -> None:
 
 def test_the_operators_quota_bounds_max_executors_and_says_so() -> None:
     declared = appresources.Scaling.model_validate({"minExecutors": 10, "maxExecutors": 20})
-    capped = scaling.policy_for(declared, quota=4)
+    capped = scalingdecisions.policy_for(declared, quota=4)
     assert (capped.min_executors, capped.max_executors, capped.quota) == (4, 4, 4)
-    assert scaling.policy_for(declared, quota=50).quota is None  # above maxExecutors: no bind
-    assert scaling.policy_for(declared, quota=50).max_executors == 20
+    assert (
+        scalingdecisions.policy_for(declared, quota=50).quota is None
+    )  # above maxExecutors: no bind
+    assert scalingdecisions.policy_for(declared, quota=50).max_executors == 20
     decision = _decide(lag=50_000, history=(), current=None, now=100.0, policy=capped)
     assert (decision.desired, decision.reason) == (4, scaling.CAPPED_BY_QUOTA)
     assert "this operator allows 4 executors per App (apps.maxExecutorsPerApp)" in (
@@ -304,22 +307,22 @@ def test_a_saw_tooth_lag_scales_once_not_at_every_tooth() -> None:
     # Offsets are committed after each 4 s batch: lag climbs to 6000 then drops to 500.
     samples = [Sample(at=2.0 * i, lag=6000 if i % 2 else 500, partitions=12) for i in range(60)]
 
-    decisions = scaling.replay(POLICY, samples)
+    decisions = scalingreplays.replay(POLICY, samples)
     counts = [d.desired for d in decisions]
 
     assert counts[1:] == [6] * 59
-    assert scaling.count_scale_events(counts) == 1
+    assert scalingreplays.count_scale_events(counts) == 1
 
 
 def test_a_lasting_drop_scales_down_once_after_the_window() -> None:
     samples = [Sample(at=float(t), lag=6000 if t < 30 else 1500, partitions=12) for t in range(120)]
 
-    counts = [d.desired for d in scaling.replay(POLICY, samples)]
+    counts = [d.desired for d in scalingreplays.replay(POLICY, samples)]
 
     # The last 6 was wanted at t=29: it leaves the 60 s window at t=89.
     assert counts[88] == 6
     assert counts[89] == 2
-    assert scaling.count_scale_events(counts) == 1
+    assert scalingreplays.count_scale_events(counts) == 1
 
 
 def test_after_a_burst_the_count_goes_down_in_one_step() -> None:
@@ -331,14 +334,14 @@ def test_after_a_burst_the_count_goes_down_in_one_step() -> None:
         for t in range(0, 120, 2)
     ]
 
-    decisions = scaling.replay(policy, samples, current=1)
+    decisions = scalingreplays.replay(policy, samples, current=1)
     counts = [d.desired for d in decisions]
 
     # The last 20 was wanted at t=32: the window lets go of it at t=62, and of the 2 at t=64.
     assert counts[:32] == [4] * 32
     assert (counts[31], decisions[31].reason) == (4, scaling.SCALE_DOWN_SETTLING)
     assert counts[32:] == [1] * 28
-    assert scaling.count_scale_events([1, *counts]) == 2
+    assert scalingreplays.count_scale_events([1, *counts]) == 2
 
 
 def test_settling_waits_at_most_the_settle_time_after_the_scale_down_is_due() -> None:
@@ -348,7 +351,7 @@ def test_settling_waits_at_most_the_settle_time_after_the_scale_down_is_due() ->
 
     samples = [Sample(at=float(t), lag=lag(t), partitions=12) for t in range(200)]
 
-    counts = [d.desired for d in scaling.replay(POLICY, samples, current=8)]
+    counts = [d.desired for d in scalingreplays.replay(POLICY, samples, current=8)]
 
     # Due at 69 (the last 8 leaves the 60 s window), held 5 s for the lower counts to come.
     assert counts[73] == 8
@@ -356,14 +359,14 @@ def test_settling_waits_at_most_the_settle_time_after_the_scale_down_is_due() ->
     assert counts[80] == 2
     assert counts[81] == 1
     # Without settling the window would step down 8, 7, ..., 1 every 2 s.
-    assert scaling.count_scale_events(counts) == 3
+    assert scalingreplays.count_scale_events(counts) == 3
 
 
 @pytest.mark.parametrize(
     ("series", "events"), [([], 0), ([3], 0), ([3, 3, 3], 0), ([1, 2, 2, 1], 2), ([1, 4, 1, 4], 3)]
 )
 def test_count_scale_events(series: list[int], events: int) -> None:
-    assert scaling.count_scale_events(series) == events
+    assert scalingreplays.count_scale_events(series) == events
 
 
 def test_policy_from_spec_scaling() -> None:
@@ -375,11 +378,11 @@ def test_policy_from_spec_scaling() -> None:
         stabilization_window_seconds=120,
     )
 
-    assert scaling.policy_for(spec) == scaling.ScalingPolicy(
+    assert scalingdecisions.policy_for(spec) == scalingdecisions.ScalingPolicy(
         min_executors=2,
         max_executors=6,
         executor_cores=2,
         lag_target=500,
         scale_down_window_seconds=120,
-        scale_up_window_seconds=scaling.DEFAULT_SCALE_UP_WINDOW_SECONDS,
+        scale_up_window_seconds=scalingdecisions.DEFAULT_SCALE_UP_WINDOW_SECONDS,
     )

@@ -24,7 +24,7 @@ from confluent_kafka import KafkaException
 
 from rillet.api.v1alpha1 import fields
 from rillet.cli import options
-from rillet.reconcile import manifests, runresolving
+from rillet.reconcile import manifests, runparts
 from rillet.runtime.queries import protojson
 from rillet.settings import SchemaRegistrySettings
 from rillet.tables import avrovalues, clustertables, registryvalues, tables
@@ -208,7 +208,7 @@ def resolve_table(
         except ValueError as error:
             raise typer.BadParameter(str(error), param_hint="--file") from None
         return clustertables.ClusterTable(
-            topic=topic or runresolving.topic_name(declared),
+            topic=topic or runparts.topic_name(declared),
             key_format=key_format_of(fmt or declared.spec.key_format),
             value_format=declared.spec.value_format,
         )

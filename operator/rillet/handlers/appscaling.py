@@ -42,7 +42,7 @@ from rillet.handlers import appreconciling
 from rillet.k8s import applying
 from rillet.k8s.writing import ObjectWriter
 from rillet.kafka.lag import LagReader, TopicLag
-from rillet.reconcile import appstatus, apptargets, notes, scaling
+from rillet.reconcile import appstatus, apptargets, notes, scalingdecisions
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class AppScaler:
         clock: Any = time.monotonic,
     ) -> None:
         self._deps, self._lag, self._writer, self._clock = deps, lag, writer, clock
-        self._history: dict[str, tuple[scaling.Recommendation, ...]] = {}
+        self._history: dict[str, tuple[scalingdecisions.Recommendation, ...]] = {}
         self._refused_at: dict[str, float] = {}
 
     async def run_forever(self, interval: float) -> None:

@@ -16,7 +16,7 @@ from rillet.reconcile import (
     kafkaaccess,
     naming,
     notes,
-    scaling,
+    scalingdecisions,
     statuses,
 )
 
@@ -102,7 +102,9 @@ def pod_security_notes(
     return (notes.Note("Warning", "PodSecurityNotRestricted", message),)
 
 
-def scale_note(before: int | None, decision: scaling.ScalingDecision) -> tuple[notes.Note, ...]:
+def scale_note(
+    before: int | None, decision: scalingdecisions.ScalingDecision
+) -> tuple[notes.Note, ...]:
     """An Event when the decision changes the executor count."""
     if before == decision.desired:
         return ()

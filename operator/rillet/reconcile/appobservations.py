@@ -72,9 +72,7 @@ class AppObservation:
 
     generation: int | None
     suspend: bool = False
-    spec_problems: tuple[
-        str, ...
-    ] = ()  # e.g. runresolving.UnresolvedError problems other than missing
+    spec_problems: tuple[str, ...] = ()  # e.g. runparts.UnresolvedError problems other than missing
     missing_references: tuple[str, ...] = ()  # e.g. "Topic clicks"
     unready_references: tuple[str, ...] = ()
     copartitioning_problems: tuple[str, ...] = ()

@@ -27,6 +27,7 @@ from rillet.reconcile import (
     notes,
     parallelisms,
     scaling,
+    scalingdecisions,
     statuses,
 )
 from rillet.reconcile.appobjects import metadata
@@ -106,11 +107,13 @@ def target_of(body: Mapping[str, Any], views: appresolving.ObjectViews) -> Targe
     )
 
 
-def policy_of(spec: Mapping[str, Any], *, quota: int | None = None) -> scaling.ScalingPolicy:
+def policy_of(
+    spec: Mapping[str, Any], *, quota: int | None = None
+) -> scalingdecisions.ScalingPolicy:
     """The App's scaling policy (spec.scaling as the apiserver defaulted it, within the
     operator's `quota` of executors per App)."""
     declared = appresources.Scaling.model_validate(spec.get("scaling") or {})
-    return scaling.policy_for(declared, quota=quota)
+    return scalingdecisions.policy_for(declared, quota=quota)
 
 
 def group_pods(pods: Sequence[Mapping[str, Any]]) -> dict[PodKey, list[Mapping[str, Any]]]:
@@ -174,7 +177,7 @@ def parallelism_of(
 def observe(
     target: Target,
     inputs: tuple[appobservations.InputObservation, ...],
-    decision: scaling.ScalingDecision,
+    decision: scalingdecisions.ScalingDecision,
     pods: Mapping[PodKey, list[Mapping[str, Any]]],
     parallelism: parallelisms.Parallelism | None = None,
     *,
@@ -212,7 +215,7 @@ class Pass:
     `driver_patch`: (driver pod name, merge patch) when its desired count is not the decision."""
 
     report: notes.Report
-    history: tuple[scaling.Recommendation, ...]
+    history: tuple[scalingdecisions.Recommendation, ...]
     released: tuple[tuple[str, str], ...] = ()
     driver_patch: tuple[str, dict[str, Any]] | None = None
 
@@ -244,7 +247,7 @@ def derive_pass(
     lags: Mapping[tuple[str, str], Lag],
     pods: Mapping[PodKey, list[Mapping[str, Any]]],
     *,
-    history: tuple[scaling.Recommendation, ...],
+    history: tuple[scalingdecisions.Recommendation, ...],
     now: float,
     at: datetime,
     lost_nodes: frozenset[str] = frozenset(),

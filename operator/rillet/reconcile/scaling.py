@@ -1,5 +1,6 @@
 """Pure: how many executors an App should run, from its Kafka lag and its input partitions.
-The caller observes (lag, partitions, the count it last asked for) and keeps the history.
+The caller observes (lag, partitions, the count it last asked for) and keeps the history. What a
+decision takes, keeps and returns is in `scalingdecisions`; `scalingreplays` replays samples.
 
 The rule, per decision:
 - the lag recommends `ceil(lag / lagTarget)` executors;
@@ -29,21 +30,12 @@ now, so nothing scales down before a full window (a scale-up waits the scale-up 
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from rillet.api.v1alpha1 import appresources
 from rillet.reconcile import parallelisms
-
-# The scale-up window: none, as the HorizontalPodAutoscaler's default. An executor takes seconds
-# to start (5 to 8 s from its pod's start to taking tasks on the 2-core node) and a burst's lag
-# is what the App is for: a 5 s window made a burst wait 5 s more for its executors. The price:
-# the count follows the peaks of the lag's saw-tooth (high just before each batch commits its
-# offsets), which the scale-down window then keeps, where a window would hold it at the troughs.
-# The peaks are records waiting too: at worst an executor more, held for the scale-down window.
-DEFAULT_SCALE_UP_WINDOW_SECONDS: Final = 0.0
+from rillet.reconcile.scalingdecisions import Recommendation, ScalingDecision, ScalingPolicy
 
 # A scale-down due now waits this long at most for a lower count the scale-down window already
 # holds: after a burst the lag falls in steps (the burst's batch commits, then the records that
@@ -66,62 +58,6 @@ CAP_UNKNOWN: Final = "PartitionsUnknown"
 # than, rather than minExecutors, which may be more than the topics have (KEDA and Flink's
 # autoscaler likewise never scale a source past a partition count they have not read).
 UNKNOWN_CAP_EXECUTORS: Final = 1
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScalingPolicy:
-    """The bounds and windows of one App's scaling (from spec.scaling)."""
-
-    min_executors: int
-    max_executors: int
-    executor_cores: int
-    lag_target: int
-    scale_down_window_seconds: float
-    scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS
-    quota: int | None = None  # the operator's cap on an App's executors, when below the App's
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    """What the lag asked for at one moment: executors before any bound, at `at` seconds."""
-
-    at: float
-    executors: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScalingDecision:
-    """The executor count to ask for, why, and the history to pass to the next decision.
-
-    `cap` is the cap of the widest stage (0 while unknown: at most UNKNOWN_CAP_EXECUTORS run);
-    `cap_by` says which partitions set it (INPUT_PARTITIONS, STATE_PARTITIONS; None: unknown)."""
-
-    desired: int
-    cap: int
-    reason: str
-    message: str
-    history: tuple[Recommendation, ...]
-    cap_by: str | None = None
-
-
-def policy_for(
-    scaling: appresources.Scaling,
-    *,
-    quota: int | None = None,
-    scale_up_window_seconds: float = DEFAULT_SCALE_UP_WINDOW_SECONDS,
-) -> ScalingPolicy:
-    """The policy of an App's spec.scaling (stabilizationWindowSeconds: the scale-down window),
-    within the operator's `quota` of executors per App."""
-    binding = quota if quota is not None and quota < scaling.max_executors else None
-    return ScalingPolicy(
-        min_executors=min(scaling.min_executors, binding or scaling.min_executors),
-        max_executors=binding or scaling.max_executors,
-        quota=binding,
-        executor_cores=scaling.executor_cores,
-        lag_target=scaling.lag_target,
-        scale_down_window_seconds=scaling.stabilization_window_seconds,
-        scale_up_window_seconds=scale_up_window_seconds,
-    )
 
 
 def starting_executors(policy: ScalingPolicy, cap: int) -> int:
@@ -362,38 +298,3 @@ def _explain(
             return CAPPED_BY_PARTITIONS, f"{by_partitions}, below minExecutors"
         return AT_MIN_EXECUTORS, f"{needs}; minExecutors is {policy.min_executors}"
     return LAG_ABOVE_PER_EXECUTOR_TARGET, needs
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One observation of a replay: when, total lag, total partitions."""
-
-    at: float
-    lag: int | None
-    partitions: int | None
-
-
-def replay(
-    policy: ScalingPolicy, samples: Iterable[Sample], *, current: int | None = None
-) -> list[ScalingDecision]:
-    """The decisions of a series of samples, each fed the previous one's count and history
-    (as the operator does); for tests and benchmarks."""
-    decisions: list[ScalingDecision] = []
-    history: tuple[Recommendation, ...] = ()
-    for sample in samples:
-        decision = plan_executors(
-            policy,
-            partitions=sample.partitions,
-            lag=sample.lag,
-            history=history,
-            current=current,
-            now=sample.at,
-        )
-        decisions.append(decision)
-        history, current = decision.history, decision.desired
-    return decisions
-
-
-def count_scale_events(series: Iterable[int]) -> int:
-    """How many times a series of executor counts changes value (flapping shows as many)."""
-    return sum(1 for before, after in itertools.pairwise(series) if before != after)

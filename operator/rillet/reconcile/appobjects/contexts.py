@@ -16,7 +16,7 @@ from typing import Final, Literal
 
 from rillet.api.v1alpha1 import apps
 from rillet.driverapi import runspecs, wiring
-from rillet.reconcile import parallelisms, scaling
+from rillet.reconcile import parallelisms, scaling, scalingdecisions
 
 PullPolicy = Literal["Always", "IfNotPresent", "Never"]
 # What the chart names the driver ClusterRole in a release of namespace `rillet`; the chart
@@ -94,7 +94,9 @@ class AppContext:
         known = self.parallelism or declared
         if known.input_partitions is None:  # Kafka not read yet: what the Topics declare
             known = dataclasses.replace(known, input_partitions=declared.input_partitions)
-        policy = scaling.policy_for(self.spec.scaling, quota=self.env.max_executors_per_app)
+        policy = scalingdecisions.policy_for(
+            self.spec.scaling, quota=self.env.max_executors_per_app
+        )
         return scaling.starting_executors(
             policy, parallelisms.parallelism_cap(known, policy.executor_cores)
         )

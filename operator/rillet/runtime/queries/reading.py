@@ -102,7 +102,7 @@ def parse_records(
     """A topic input's view over Kafka records (the columns of Spark's Kafka source, streamed
     or not), and its bad records (json, avro and protobuf, with a dead-letter topic)."""
     if item.format == "json":
-        assert item.value_schema is not None  # runresolving requires a schema for json inputs
+        assert item.value_schema is not None  # runparts requires a schema for json inputs
         parsed = stream.selectExpr(*records.parse_exprs(item.value_schema)).selectExpr(
             "*", records.error_expr()
         )
@@ -175,7 +175,7 @@ def read_table(
         .where("value IS NOT NULL")
     )
     if item.format == "json":
-        assert item.value_schema is not None  # runresolving requires a schema for json Tables
+        assert item.value_schema is not None  # runparts requires a schema for json Tables
         columns = schema_columns(item.value_schema)
         parsed = latest.selectExpr(
             "key",

@@ -137,7 +137,7 @@ def lookup_value_expr(column: str, fmt: fields.Format, value_schema: str | None)
     """A looked-up value (BINARY, NULL when absent) as the Table input's view shows values: the
     struct of its json columns, or the value itself."""
     if fmt == "json":
-        assert value_schema is not None  # runresolving requires a schema for json Tables
+        assert value_schema is not None  # runparts requires a schema for json Tables
         return f"from_json(CAST({quote(column)} AS STRING), {sql_string(value_schema)})"
     if fmt == "string":
         return f"CAST({quote(column)} AS STRING)"

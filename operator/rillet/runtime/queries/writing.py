@@ -155,7 +155,7 @@ def start_dead_letters(
     elif item.format == "protobuf":
         reason = protostages.reason_expr()
     else:
-        assert item.value_schema is not None  # json: runresolving requires a schema
+        assert item.value_schema is not None  # json: runparts requires a schema
         reason = records.reason_expr(item.value_schema)
     name = dead_letter_query_name(item)
     counted = _observe(bad_records, spec, name.replace("-", "_"), "TRUE")
