@@ -87,6 +87,26 @@ def events(kube: Kube, namespace: str, name: str) -> list[dict[str, Any]]:
     return kube.api.list("event", namespace, fields=f"involvedObject.name={name}")
 
 
+def wait_event(
+    kube: Kube, namespace: str, name: str, reason: str, *, saying: str = "", timeout: float = 30
+) -> dict[str, Any]:
+    """Wait for an Event of `reason` (whose message contains `saying`) on the object; return it.
+
+    Polled, never read once: kopf posts Events from a queue of its own, after the handler's
+    status patch, so a test that has just seen the condition may ask before the Event is there.
+    """
+
+    def probe() -> dict[str, Any] | None:
+        found = [
+            e
+            for e in events(kube, namespace, name)
+            if e.get("reason") == reason and saying in (e.get("message") or "")
+        ]
+        return found[-1] if found else None
+
+    return wait_for(probe, timeout=timeout, interval=0.5, what=f"a {reason} Event on {name}")
+
+
 def topic(name: str, namespace: str, *, partitions: int = 1, **spec: Any) -> dict[str, Any]:
     """A Topic manifest."""
     return {

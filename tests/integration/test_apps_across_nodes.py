@@ -39,7 +39,7 @@ from rillet_devstack.operating import OperatorProcess
 
 from . import nodes, test_stack_objectstore
 from .conftest import Kube
-from .objects import apply, condition, events, get, table, topic, wait_condition
+from .objects import apply, condition, get, table, topic, wait_condition, wait_event
 from .polling import wait_for
 from .runtime_helpers import copied_positions, end_offsets
 from .wordcounts import (
@@ -153,11 +153,6 @@ def _batches(kube: Kube, namespace: str) -> int:
     if not found:
         return 0
     return reports.read_progress(found[0]).batches or 0
-
-
-def _event(kube: Kube, namespace: str, app: str, reason: str) -> dict[str, Any] | None:
-    found = [e for e in events(kube, namespace, app) if e.get("reason") == reason]
-    return found[-1] if found else None
 
 
 def _last_batch_after(
@@ -293,9 +288,7 @@ def _lose_an_executors_node(
         return executors if executors.get("lost") else None
 
     status = wait_for(lost_in_the_status, timeout=180, what="lost executors in the App's status")
-    lost = wait_for(
-        lambda: _event(kube, namespace, app, "ExecutorsLost"), timeout=30, what="the Event"
-    )
+    lost = wait_event(kube, namespace, app, "ExecutorsLost")
     waited = time.monotonic() - stopped
     print(f"executor's node lost: {status['lost']} lost after {waited:.0f} s: {lost['message']}")
     cap, seen = status["cap"], []
@@ -353,7 +346,7 @@ def _lose_the_drivers_node(
     )
     message = condition(stalled, "Stalled")["message"]
     assert f"kubectl taint node {NODE_2} {OUT_OF_SERVICE.split('=')[0]}" in message, message
-    assert _event(kube, namespace, app, "DriverNodeLost"), "no DriverNodeLost Event"
+    wait_event(kube, namespace, app, "DriverNodeLost")
     seen_lost = (datetime.now(UTC) - lost_at).total_seconds()
     kube.kubectl("taint", "node", NODE_2, OUT_OF_SERVICE)
     tainted = (datetime.now(UTC) - lost_at).total_seconds()

@@ -32,6 +32,7 @@ from .objects import (
     events,
     get,
     wait_condition,
+    wait_event,
 )
 from .polling import wait_for
 
@@ -168,9 +169,8 @@ def test_executors_follow_partitions_and_lag(
         timeout=60,
         what="desired executors back to minExecutors once the lag is gone",
     )
-    scaled = [e for e in events(kube, namespace, name) if e["reason"] == "ExecutorsScaled"]
-    assert any("1 to 6" in e["message"] for e in scaled), [e["message"] for e in scaled]
-    assert any("6 to 1" in e["message"] for e in scaled), [e["message"] for e in scaled]
+    wait_event(kube, namespace, name, "ExecutorsScaled", saying="1 to 6")
+    wait_event(kube, namespace, name, "ExecutorsScaled", saying="6 to 1")
 
 
 def test_the_operators_quota_caps_an_apps_executors_and_says_so(

@@ -42,6 +42,7 @@ from .objects import (
     lease_holder,
     topic,
     wait_condition,
+    wait_event,
 )
 from .polling import wait_for
 
@@ -187,7 +188,7 @@ def test_broker_down_for_30s_then_back(
     assert kafka_partitions(admin, "payments") == 3
     assert own_operator.process is not None
     assert own_operator.process.poll() is None, "the operator restarted or died"
-    assert "KafkaUnavailable" in {e["reason"] for e in events(kube, isolated_namespace, "payments")}
+    wait_event(kube, isolated_namespace, "payments", "KafkaUnavailable")
 
 
 def test_deletion_refused_by_broker_still_releases_the_object(

@@ -35,7 +35,7 @@ from kubernetes.client.exceptions import UnprocessableEntityException
 from . import watching
 from .conftest import Kube, Unique
 from .kafka_reads import kafka_overrides, kafka_partitions
-from .objects import apply, condition, events, topic, wait_condition
+from .objects import apply, condition, events, topic, wait_condition, wait_event
 from .polling import wait_for
 
 pytestmark = pytest.mark.usefixtures("operator")
@@ -315,10 +315,7 @@ def test_a_stored_table_the_models_refuse_is_stalled_and_keeps_the_internal_topi
             timeout=60,
             what=f"Table {name} gone (its finalizer released)",
         )
-        kept = [
-            e["message"] for e in events(kube, namespace, name) if e["reason"] == "TopicNotDeleted"
-        ]
-        assert any(internal in message for message in kept), kept
+        wait_event(kube, namespace, name, "TopicNotDeleted", saying=internal)
         assert internal in kafka_admin.list_topics(timeout=30).topics
     finally:
         kafka_admin.delete_topics([internal])[internal].result(timeout=30)

@@ -47,6 +47,7 @@ from .objects import (
     get,
     topic,
     wait_condition,
+    wait_event,
 )
 from .polling import wait_for
 from .scraping import metric
@@ -87,7 +88,7 @@ def test_create_topic_with_partitions_and_config(
         "Reconciling": "False",
         "Stalled": "False",
     }
-    assert "TopicCreated" in {e["reason"] for e in events(kube, namespace, name)}
+    wait_event(kube, namespace, name, "TopicCreated")
 
 
 def test_grow_partitions_change_and_remove_config_in_one_update(
@@ -369,7 +370,7 @@ def test_the_operators_quotas_stall_what_is_over_them(
         f"namespace {namespace} already has 2 Topics and Tables"
         in (condition(stalled, "Stalled")["message"])
     )
-    assert "QuotaExceeded" in {e["reason"] for e in events(kube, namespace, third)}
+    wait_event(kube, namespace, third, "QuotaExceeded")
     topics = kafka_admin.list_topics(timeout=30).topics
     assert fits in topics
     assert wide not in topics
